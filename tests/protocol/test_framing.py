@@ -1,0 +1,126 @@
+"""Request/response headers, frames, the frame reader and the KIP-511 fallback."""
+import struct
+
+import pytest
+
+from mpbroker.protocol import api_keys, codec, framing
+from mpbroker.protocol.errors import FrameTooLarge, ProtocolError, UnsupportedVersion
+from storage.slices import FileSlice
+
+
+def h(v): return struct.pack(">h", v)
+def i(v): return struct.pack(">i", v)
+
+
+def test_header_v1():
+    frame = h(3) + h(1) + i(42) + h(3) + b"cli" + b"BODY"       # Metadata v1: header v1
+    hdr, pos = framing.parse_request_header(memoryview(frame))
+    assert hdr == framing.RequestHeader(3, 1, 42, "cli", 1)
+    assert frame[pos:] == b"BODY"
+
+
+def test_header_v2_keeps_classic_client_id_and_skips_tags():
+    frame = (h(0) + h(9) + i(7)          # Produce v9: flexible, header v2
+             + h(2) + b"id"              # client_id: classic int16 length even in v2
+             + b"\x01" + b"\x05\x02zz"   # tagged fields: 1 entry, tag 5, size 2
+             + b"BODY")
+    hdr, pos = framing.parse_request_header(frame)
+    assert hdr == framing.RequestHeader(0, 9, 7, "id", 2)
+    assert frame[pos:] == b"BODY"
+
+
+def test_header_v0_for_controlled_shutdown_v0_and_null_client_id():
+    hdr, pos = framing.parse_request_header(h(7) + h(0) + i(1) + b"B")
+    assert hdr.header_version == 0 and hdr.client_id is None and pos == 8
+    hdr, pos = framing.parse_request_header(h(7) + h(1) + i(1) + h(-1))
+    assert hdr.header_version == 1 and hdr.client_id is None and pos == 10
+
+
+def test_header_of_an_unknown_api_versions_version_parses():
+    # KIP-511: a newer client's ApiVersions v9 must still be readable (flexible header)
+    frame = h(18) + h(9) + i(5) + h(1) + b"c" + b"\x00"
+    hdr, pos = framing.parse_request_header(frame)
+    assert (hdr.api_version, hdr.header_version, pos) == (9, 2, len(frame))
+
+
+def test_header_errors():
+    for bad in (b"", h(3) + h(1) + i(1), h(3) + h(1) + i(1) + h(10) + b"abc",
+                h(0) + h(9) + i(1) + h(0), h(0) + h(9) + i(1) + h(0) + b"\x02\x01"):
+        with pytest.raises(ProtocolError):
+            framing.parse_request_header(bad)
+    with pytest.raises(UnsupportedVersion):
+        framing.parse_request_header(h(999) + h(0) + i(1) + h(-1))
+
+
+def test_frame_request_round_trip():
+    data = framing.frame_request(3, 12, 99, "me", {"topics": None})
+    assert struct.unpack(">i", data[:4])[0] == len(data) - 4
+    hdr, pos = framing.parse_request_header(data[4:])
+    assert hdr == framing.RequestHeader(3, 12, 99, "me", 2)
+    assert codec.decode_request(3, 12, data[4:], pos)["topics"] is None
+
+
+def test_frame_response_headers():
+    body = codec.encode_response(18, 3, {"api_keys": []})
+    chunks = framing.frame_response(18, 3, 11, body)      # ApiVersions: header v0 always
+    data = b"".join(chunks)
+    assert data[:8] == i(len(data) - 4) + i(11)
+    assert data[8:] == b"".join(body)
+    chunks = framing.frame_response(3, 12, 12, [b"xyz"])  # flexible: header v1
+    assert b"".join(chunks) == i(8) + i(12) + b"\x00" + b"xyz"
+    chunks = framing.frame_response(3, 1, 13, [b"xyz"])   # classic: header v0
+    assert b"".join(chunks) == i(7) + i(13) + b"xyz"
+
+
+def test_frame_response_counts_file_slices():
+    fs = FileSlice("/seg.log", 0, 100)
+    chunks = framing.frame_response(1, 4, 1, [b"ab", fs])
+    assert chunks[-1] is fs
+    assert struct.unpack(">i", chunks[0][:4])[0] == 4 + 2 + 100
+    corr, pos = framing.parse_response_header(chunks[0][4:], 1, 4)
+    assert (corr, pos) == (1, 4)
+
+
+def test_api_versions_fallback():
+    data = b"".join(framing.api_versions_fallback(77))
+    assert data[:8] == i(len(data) - 4) + i(77)
+    body = codec.decode_response(18, 0, data[8:])
+    assert body == {"error_code": 35, "api_keys": [
+        {"api_key": api_keys.API_VERSIONS, "min_version": 0, "max_version": 4}]}
+
+
+def frames(*payloads):
+    return b"".join(i(len(p)) + p for p in payloads)
+
+
+def test_frame_reader_splits_any_chunking():
+    stream = frames(b"one", b"", b"three33", b"x" * 1000)
+    for step in (1, 2, 3, 5, 7, 64, len(stream)):
+        reader = framing.FrameReader(2000)
+        out = []
+        for pos in range(0, len(stream), step):
+            out += [bytes(f) for f in reader.feed(stream[pos:pos + step])]
+        assert out == [b"one", b"", b"three33", b"x" * 1000]
+        assert reader.buffered == 0
+
+
+def test_frame_reader_frames_survive_later_feeds():
+    reader = framing.FrameReader()
+    buf = bytearray(frames(b"aaaa") + i(4) + b"bb")
+    first = reader.feed(buf)
+    buf[:] = b"\x00" * len(buf)                           # caller reuses its buffer
+    second = reader.feed(b"cc" + frames(b"dd"))
+    assert [bytes(f) for f in first + second] == [b"aaaa", b"bbcc", b"dd"]
+
+
+def test_frame_reader_caps_size_before_buffering():
+    reader = framing.FrameReader(max_bytes=100)
+    with pytest.raises(FrameTooLarge):
+        reader.feed(i(101))
+    reader = framing.FrameReader(max_bytes=100)
+    reader.feed(b"\x00\x00")
+    with pytest.raises(FrameTooLarge):
+        reader.feed(b"\x01\x00")                          # 256 > 100, seen as soon as complete
+    with pytest.raises(FrameTooLarge):
+        framing.FrameReader().feed(i(-1))
+    assert framing.FrameReader().max_bytes == 104857600
