@@ -1,0 +1,456 @@
+"""The cluster metadata model: brokers, topics, partitions. No I/O.
+
+Values are immutable: every change is a pure function that takes a
+``ClusterMetadata`` and returns a new one with ``epoch + 1`` (or raises
+``MetadataError`` carrying Kafka's error code and message). The controller is
+the only process that applies changes; workers receive copies and keep the one
+with the highest epoch.
+
+Kafka rules implemented here:
+
+* topic names (``org.apache.kafka.common.internals.Topic``): 1..249 chars of
+  ``[a-zA-Z0-9._-]``, not "." or "..", and no two topics that differ only by
+  '.' vs '_' (they collide in metric names);
+* replica assignment for new topics and new partitions
+  (``AdminUtils.assignReplicasToBrokersRackUnaware``): partition p's first
+  replica is broker ``(p + start) % n`` of the sorted broker list; the other
+  replicas follow at a shift that grows by one every n partitions;
+* CreateTopics / CreatePartitions validation, with Kafka's messages.
+"""
+from __future__ import annotations
+
+import base64
+import random
+import re
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+__all__ = [
+    "ErrorCode", "MetadataError", "Broker", "PartitionState", "Topic", "ClusterMetadata",
+    "INTERNAL_TOPICS", "MAX_TOPIC_NAME_LENGTH", "validate_topic_name", "has_collision_chars",
+    "unify_collision_chars", "assign_replicas", "validate_replica_assignment", "create_topic",
+    "delete_topic", "delete_topic_by_id", "add_partitions", "set_topic_configs", "update_partition",
+    "register_broker", "unregister_broker", "set_controller", "new_cluster_metadata",
+    "generate_cluster_id", "generate_topic_id", "uuid_to_str", "uuid_from_str", "ZERO_UUID",
+]
+
+
+class ErrorCode:
+    NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    BROKER_NOT_AVAILABLE = 8
+    INVALID_TOPIC_EXCEPTION = 17
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
+    UNKNOWN_TOPIC_ID = 100
+
+
+class MetadataError(Exception):
+    """A rejected change: ``code`` is Kafka's error code, ``message`` its text."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+MAX_TOPIC_NAME_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+ZERO_UUID = bytes(16)
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+\Z")
+
+
+# ------------------------------------------------------------------ uuids
+
+def uuid_to_str(u: bytes) -> str:
+    """Kafka's Uuid.toString: base64url of the 16 bytes, no padding (22 chars)."""
+    return base64.urlsafe_b64encode(u).rstrip(b"=").decode("ascii")
+
+
+def uuid_from_str(s: str) -> bytes:
+    raw = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"Input string with prefix `{s[:22]}` is too long to be decoded as a base64 UUID")
+    return raw
+
+
+def _random_uuid(rng: Optional[random.Random]) -> bytes:
+    # Kafka's Uuid.randomUuid: never the zero/metadata-reserved id, never a
+    # string starting with '-' (it would read as a command-line flag).
+    while True:
+        raw = rng.getrandbits(128).to_bytes(16, "big") if rng is not None else uuid.uuid4().bytes
+        if raw not in (ZERO_UUID, (1).to_bytes(16, "big")) and not uuid_to_str(raw).startswith("-"):
+            return raw
+
+
+def generate_topic_id(rng: Optional[random.Random] = None) -> bytes:
+    return _random_uuid(rng)
+
+
+def generate_cluster_id(rng: Optional[random.Random] = None) -> str:
+    return uuid_to_str(_random_uuid(rng))
+
+
+# ------------------------------------------------------------------ values
+
+@dataclass(frozen=True)
+class Broker:
+    id: int
+    host: str
+    port: int
+    rack: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: Tuple[int, ...]
+    isr: Tuple[int, ...]
+    offline_replicas: Tuple[int, ...] = ()
+    partition_epoch: int = 0         # bumped on every leader or ISR change (Kafka's zkVersion)
+
+    def __post_init__(self):
+        object.__setattr__(self, "replicas", tuple(self.replicas))
+        object.__setattr__(self, "isr", tuple(self.isr))
+        object.__setattr__(self, "offline_replicas", tuple(self.offline_replicas))
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    topic_id: bytes
+    partitions: Mapping[int, PartitionState]
+    configs: Mapping[str, str] = field(default_factory=dict)
+    is_internal: bool = False
+
+    @property
+    def replication_factor(self) -> int:
+        p0 = self.partitions.get(0)
+        return len(p0.replicas) if p0 is not None else 0
+
+    def assignment(self) -> Dict[int, Tuple[int, ...]]:
+        return {p: s.replicas for p, s in sorted(self.partitions.items())}
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    cluster_id: str
+    controller_id: int = -1
+    brokers: Mapping[int, Broker] = field(default_factory=dict)
+    topics: Mapping[str, Topic] = field(default_factory=dict)
+    epoch: int = 0
+
+    def topic(self, name: str) -> Topic:
+        t = self.topics.get(name)
+        if t is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                "This server does not host this topic-partition.")
+        return t
+
+    def topic_by_id(self, topic_id: bytes) -> Topic:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        raise MetadataError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+
+    def partition(self, name: str, partition: int) -> PartitionState:
+        p = self.topic(name).partitions.get(partition)
+        if p is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                "This server does not host this topic-partition.")
+        return p
+
+    def _next(self, **changes) -> "ClusterMetadata":
+        return replace(self, epoch=self.epoch + 1, **changes)
+
+
+def new_cluster_metadata(cluster_id: Optional[str] = None, rng: Optional[random.Random] = None) -> ClusterMetadata:
+    return ClusterMetadata(cluster_id=cluster_id or generate_cluster_id(rng))
+
+
+# ------------------------------------------------------------------ names
+
+def has_collision_chars(name: str) -> bool:
+    return "." in name or "_" in name
+
+
+def unify_collision_chars(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate; raises INVALID_TOPIC_EXCEPTION (17)."""
+    if not name:
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+                            f"characters, topic name: {name}")
+    if not _LEGAL_TOPIC.match(name):
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                            f'Topic name "{name}" is illegal, it contains a character other than '
+                            "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def _colliding(md: ClusterMetadata, name: str) -> List[str]:
+    unified = unify_collision_chars(name)
+    return sorted(t for t in md.topics if t != name and unify_collision_chars(t) == unified)
+
+
+# ------------------------------------------------------------------ assignment
+
+def assign_replicas(num_partitions: int, replication_factor: int, broker_ids: Iterable[int],
+                    fixed_start_index: int = -1, start_partition_id: int = -1,
+                    rng: Optional[random.Random] = None) -> Dict[int, List[int]]:
+    """AdminUtils.assignReplicasToBrokersRackUnaware (brokers sorted by id).
+
+    With ``fixed_start_index`` < 0 the start index and the first shift are
+    drawn from ``rng`` (Kafka draws both at random)."""
+    brokers = sorted(broker_ids)
+    if num_partitions <= 0:
+        raise MetadataError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise MetadataError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+    if replication_factor > len(brokers):
+        raise MetadataError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.")
+    n = len(brokers)
+    rng = rng or random.Random()
+    start_index = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    partition = max(0, start_partition_id)
+    out: Dict[int, List[int]] = {}
+    for _ in range(num_partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start_index) % n
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
+        out[partition] = replicas
+        partition += 1
+    return out
+
+
+def validate_replica_assignment(assignment: Mapping[int, Sequence[int]], brokers: Iterable[int],
+                                first_partition: int = 0) -> None:
+    """Partition ids consecutive from ``first_partition``, same replication
+    factor everywhere, no duplicate or unknown brokers."""
+    if not assignment:
+        raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment must not be empty.")
+    ids = sorted(assignment)
+    if ids != list(range(first_partition, first_partition + len(ids))):
+        raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            "partitions should be a consecutive 0-based integer sequence")
+    live = set(brokers)
+    sizes = {len(r) for r in assignment.values()}
+    for p in ids:
+        replicas = list(assignment[p])
+        if not replicas:
+            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Replica assignment for partition {p} is empty.")
+        if len(set(replicas)) != len(replicas):
+            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Duplicate replica assignment found: {p} -> {replicas}")
+        unknown = sorted(set(replicas) - live)
+        if unknown:
+            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+    if len(sizes) != 1:
+        raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            "All partitions should have the same number of replicas")
+
+
+def _initial_state(partition: int, replicas: Sequence[int], live: Iterable[int]) -> PartitionState:
+    live = set(live)
+    isr = tuple(r for r in replicas if r in live)
+    leader = isr[0] if isr else -1
+    offline = tuple(r for r in replicas if r not in live)
+    return PartitionState(partition, leader, 0, tuple(replicas), isr, offline)
+
+
+# ------------------------------------------------------------------ changes
+
+def create_topic(md: ClusterMetadata, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                 assignments: Optional[Mapping[int, Sequence[int]]] = None,
+                 configs: Optional[Mapping[str, str]] = None, *, topic_id: Optional[bytes] = None,
+                 default_partitions: int = 1, default_replication_factor: int = 1,
+                 rng: Optional[random.Random] = None) -> ClusterMetadata:
+    """CreateTopics for one topic. -1 partitions / replication factor take the
+    broker defaults (num.partitions, default.replication.factor)."""
+    validate_topic_name(name)
+    if name in md.topics:
+        raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    colliding = _colliding(md, name)
+    if colliding:
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                            f"Topic '{name}' collides with existing topics: {', '.join(colliding)}")
+    if assignments:
+        if num_partitions != -1 or replication_factor != -1:
+            raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                "Both cannot be used at the same time.")
+        validate_replica_assignment(assignments, md.brokers)
+        assignment = {p: list(r) for p, r in assignments.items()}
+    else:
+        n = default_partitions if num_partitions == -1 else num_partitions
+        rf = default_replication_factor if replication_factor == -1 else replication_factor
+        assignment = assign_replicas(n, rf, md.brokers, rng=rng)
+    checked_configs = _validated_configs(configs or {})
+    tid = topic_id if topic_id is not None else generate_topic_id(rng)
+    if any(t.topic_id == tid for t in md.topics.values()):
+        raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic id {uuid_to_str(tid)} already exists.")
+    partitions = {p: _initial_state(p, r, md.brokers) for p, r in sorted(assignment.items())}
+    topic = Topic(name, tid, partitions, checked_configs, name in INTERNAL_TOPICS)
+    return md._next(topics={**md.topics, name: topic})
+
+
+def _validated_configs(configs: Mapping[str, str]) -> Dict[str, str]:
+    from mpbroker.config import ConfigError, validate_topic_config   # same layer; lazy to keep model light
+    try:
+        validate_topic_config(configs)
+    except ConfigError as e:
+        raise MetadataError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    return {k: str(v) for k, v in configs.items()}
+
+
+def delete_topic(md: ClusterMetadata, name: str) -> ClusterMetadata:
+    md.topic(name)
+    topics = dict(md.topics)
+    del topics[name]
+    return md._next(topics=topics)
+
+
+def delete_topic_by_id(md: ClusterMetadata, topic_id: bytes) -> ClusterMetadata:
+    return delete_topic(md, md.topic_by_id(topic_id).name)
+
+
+def add_partitions(md: ClusterMetadata, name: str, total_count: int,
+                   assignments: Optional[Sequence[Sequence[int]]] = None,
+                   rng: Optional[random.Random] = None) -> ClusterMetadata:
+    """CreatePartitions: grow ``name`` to ``total_count`` partitions.
+    ``assignments`` lists the replicas of each new partition, in order."""
+    topic = md.topic(name)
+    current = len(topic.partitions)
+    if total_count < current:
+        raise MetadataError(ErrorCode.INVALID_PARTITIONS,
+                            f"Topic currently has {current} partitions, which is higher than the requested {total_count}.")
+    if total_count == current:
+        raise MetadataError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+    to_add = total_count - current
+    rf = topic.replication_factor
+    if assignments is not None:
+        if len(assignments) != to_add:
+            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Increasing the number of partitions by {to_add} but {len(assignments)} "
+                                "assignments provided.")
+        bad = [(current + i, len(r)) for i, r in enumerate(assignments) if len(r) != rf]
+        if bad:
+            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
+                                f"partitions [{', '.join(str(p) for p, _ in bad)}] have replication factors "
+                                f"[{', '.join(str(n) for _, n in bad)}], respectively.")
+        for i, r in enumerate(assignments):
+            if len(set(r)) != len(r):
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, r))} "
+                                    f"for partition id {current + i}.")
+        unknown = sorted({b for r in assignments for b in r} - set(md.brokers))
+        if unknown:
+            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+        new = {current + i: list(r) for i, r in enumerate(assignments)}
+    else:
+        # Kafka continues the existing pattern: start at the broker that leads partition 0.
+        brokers = sorted(md.brokers)
+        first = topic.partitions[0].replicas[0] if 0 in topic.partitions else brokers[0]
+        start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+        new = assign_replicas(to_add, rf, brokers, fixed_start_index=start, start_partition_id=current, rng=rng)
+    partitions = dict(topic.partitions)
+    for p, r in new.items():
+        partitions[p] = _initial_state(p, r, md.brokers)
+    return md._next(topics={**md.topics, name: replace(topic, partitions=partitions)})
+
+
+def set_topic_configs(md: ClusterMetadata, name: str, configs: Mapping[str, str]) -> ClusterMetadata:
+    """Replace a topic's config overrides (AlterConfigs semantics)."""
+    topic = md.topic(name)
+    return md._next(topics={**md.topics, name: replace(topic, configs=_validated_configs(configs))})
+
+
+def update_partition(md: ClusterMetadata, name: str, state: PartitionState) -> ClusterMetadata:
+    """Install a new leader/ISR for an existing partition; the leader epoch may
+    not go backwards and the partition epoch is bumped."""
+    old = md.partition(name, state.partition)
+    if state.leader_epoch < old.leader_epoch:
+        raise MetadataError(ErrorCode.INVALID_REQUEST,
+                            f"Leader epoch {state.leader_epoch} is older than {old.leader_epoch} for "
+                            f"{name}-{state.partition}")
+    topic = md.topics[name]
+    new_state = replace(state, partition_epoch=old.partition_epoch + 1)
+    partitions = {**topic.partitions, state.partition: new_state}
+    return md._next(topics={**md.topics, name: replace(topic, partitions=partitions)})
+
+
+def register_broker(md: ClusterMetadata, broker: Broker) -> ClusterMetadata:
+    return md._next(brokers={**md.brokers, broker.id: broker})
+
+
+def unregister_broker(md: ClusterMetadata, broker_id: int) -> ClusterMetadata:
+    brokers = dict(md.brokers)
+    brokers.pop(broker_id, None)
+    return md._next(brokers=brokers)
+
+
+def set_controller(md: ClusterMetadata, controller_id: int) -> ClusterMetadata:
+    return md._next(controller_id=controller_id)
+
+
+# ------------------------------------------------------------------ (de)serialisation
+
+def to_dict(md: ClusterMetadata) -> dict:
+    """A JSON-ready dict (topic ids as Kafka's base64url strings)."""
+    return {
+        "version": 1,
+        "cluster_id": md.cluster_id,
+        "controller_id": md.controller_id,
+        "epoch": md.epoch,
+        "brokers": [{"id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in sorted(md.brokers.values(), key=lambda b: b.id)],
+        "topics": [{
+            "name": t.name,
+            "topic_id": uuid_to_str(t.topic_id),
+            "is_internal": t.is_internal,
+            "configs": dict(t.configs),
+            "partitions": [{
+                "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replicas), "isr": list(p.isr),
+                "offline_replicas": list(p.offline_replicas), "partition_epoch": p.partition_epoch,
+            } for p in sorted(t.partitions.values(), key=lambda p: p.partition)],
+        } for t in sorted(md.topics.values(), key=lambda t: t.name)],
+    }
+
+
+def from_dict(d: Mapping) -> ClusterMetadata:
+    if d.get("version") != 1:
+        raise ValueError(f"unsupported metadata version {d.get('version')!r}")
+    brokers = {b["id"]: Broker(b["id"], b["host"], b["port"], b.get("rack")) for b in d["brokers"]}
+    topics = {}
+    for t in d["topics"]:
+        parts = {p["partition"]: PartitionState(p["partition"], p["leader"], p["leader_epoch"], p["replicas"],
+                                                p["isr"], p.get("offline_replicas", ()), p.get("partition_epoch", 0))
+                 for p in t["partitions"]}
+        topics[t["name"]] = Topic(t["name"], uuid_from_str(t["topic_id"]), parts, dict(t["configs"]),
+                                  t["is_internal"])
+    return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"])

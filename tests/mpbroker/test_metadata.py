@@ -1,0 +1,266 @@
+"""Tests for mpbroker.metadata.model (pure) and mpbroker.metadata.store (files)."""
+import json
+import os
+import random
+
+import pytest
+
+from mpbroker.metadata import model as m
+from mpbroker.metadata.model import Broker, ErrorCode, MetadataError, PartitionState
+from mpbroker.metadata.store import (
+    InconsistentBrokerIdError, InconsistentClusterIdError, MetadataStore, MetadataStoreError,
+    ensure_meta_properties, read_meta_properties, write_meta_properties,
+)
+
+
+def cluster(n_brokers=3):
+    md = m.new_cluster_metadata("AAAAAAAAAAAAAAAAAAAAAQ")
+    for i in range(n_brokers):
+        md = m.register_broker(md, Broker(i, "127.0.0.1", 9092 + i))
+    return md
+
+
+def code_of(fn, *a, **kw):
+    with pytest.raises(MetadataError) as e:
+        fn(*a, **kw)
+    return e.value.code, e.value.message
+
+
+# ------------------------------------------------------------------ names
+
+@pytest.mark.parametrize("name", ["a", "A-b_c.d", "x" * 249, "__consumer_offsets", "..."])
+def test_legal_topic_names(name):
+    m.validate_topic_name(name)
+
+
+@pytest.mark.parametrize("name,msg", [
+    ("", "Topic name is illegal, it can't be empty"),
+    (".", 'Topic name cannot be "." or ".."'),
+    ("..", 'Topic name cannot be "." or ".."'),
+    ("x" * 250, "can't be longer than 249 characters"),
+    ("a b", "contains a character other than ASCII alphanumerics, '.', '_' and '-'"),
+    ("é", "contains a character other than ASCII"),
+    ("a/b", "contains a character"),
+])
+def test_illegal_topic_names(name, msg):
+    code, message = code_of(m.validate_topic_name, name)
+    assert code == ErrorCode.INVALID_TOPIC_EXCEPTION == 17
+    assert msg in message
+
+
+def test_collision_of_dot_and_underscore():
+    md = m.create_topic(cluster(), "metrics.cpu", 1, 1, rng=random.Random(1))
+    code, msg = code_of(m.create_topic, md, "metrics_cpu", 1, 1)
+    assert code == 17 and msg == "Topic 'metrics_cpu' collides with existing topics: metrics.cpu"
+    assert m.has_collision_chars("a.b") and not m.has_collision_chars("ab")
+
+
+# ------------------------------------------------------------------ assignment
+
+def test_rack_unaware_assignment_matches_kafka_example():
+    # Kafka's AdminUtils doc example: 5 brokers, 10 partitions, rf 3, start 0.
+    a = m.assign_replicas(10, 3, [0, 1, 2, 3, 4], fixed_start_index=0)
+    assert a == {
+        0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 4], 3: [3, 4, 0], 4: [4, 0, 1],
+        5: [0, 2, 3], 6: [1, 3, 4], 7: [2, 4, 0], 8: [3, 0, 1], 9: [4, 1, 2],
+    }
+
+
+def test_assignment_sorts_brokers_and_balances_leaders():
+    a = m.assign_replicas(6, 2, [12, 10, 11], fixed_start_index=1)
+    assert [r[0] for r in a.values()] == [11, 12, 10, 11, 12, 10]
+    assert all(len(set(r)) == 2 for r in a.values())
+
+
+def test_assignment_errors():
+    assert code_of(m.assign_replicas, 0, 1, [0])[0] == ErrorCode.INVALID_PARTITIONS
+    assert code_of(m.assign_replicas, 1, 0, [0])[0] == ErrorCode.INVALID_REPLICATION_FACTOR
+    code, msg = code_of(m.assign_replicas, 1, 4, [0, 1, 2])
+    assert code == 38 and msg == "Replication factor: 4 larger than available brokers: 3."
+
+
+# ------------------------------------------------------------------ create / delete
+
+def test_create_topic_bumps_epoch_and_sets_leaders():
+    md0 = cluster()
+    md = m.create_topic(md0, "orders", 4, 2, configs={"retention.ms": "1000"}, rng=random.Random(3))
+    assert md.epoch == md0.epoch + 1 and md0.topics == {}       # the input is untouched
+    t = md.topics["orders"]
+    assert len(t.topic_id) == 16 and t.topic_id != bytes(16)
+    assert sorted(t.partitions) == [0, 1, 2, 3] and t.replication_factor == 2
+    for p in t.partitions.values():
+        assert p.leader == p.replicas[0] and p.isr == p.replicas and p.leader_epoch == 0
+    assert t.configs == {"retention.ms": "1000"} and not t.is_internal
+    assert md.topic_by_id(t.topic_id) is t
+
+
+def test_create_topic_defaults_and_internal():
+    md = m.create_topic(cluster(1), "__consumer_offsets", configs={"cleanup.policy": "compact"},
+                        default_partitions=3, default_replication_factor=1)
+    t = md.topics["__consumer_offsets"]
+    assert t.is_internal and len(t.partitions) == 3
+
+
+def test_create_topic_errors():
+    md = m.create_topic(cluster(), "t", 1, 1)
+    assert code_of(m.create_topic, md, "t", 1, 1) == (36, "Topic 't' already exists.")
+    assert code_of(m.create_topic, md, "bad name", 1, 1)[0] == 17
+    assert code_of(m.create_topic, md, "u", 0, 1)[0] == 37
+    assert code_of(m.create_topic, md, "u", 1, 5)[0] == 38
+    assert code_of(m.create_topic, md, "u", 1, 1, configs={"retention.ms": "x"}) == (
+        40, "Invalid value x for configuration retention.ms: Not a number of type LONG")
+    assert code_of(m.create_topic, md, "u", 1, 1, configs={"nope": "1"})[0] == 40
+    assert code_of(m.create_topic, md, "u", 2, -1, assignments={0: [0]})[0] == ErrorCode.INVALID_REQUEST
+    assert code_of(m.create_topic, md, "u", assignments={0: [0], 2: [1]})[0] == 39
+    assert code_of(m.create_topic, md, "u", assignments={0: [0, 0]})[0] == 39
+    assert code_of(m.create_topic, md, "u", assignments={0: [0, 1], 1: [2]})[0] == 39
+    code, msg = code_of(m.create_topic, md, "u", assignments={0: [7]})
+    assert code == 39 and "Unknown broker(s) in replica assignment: 7" in msg
+
+
+def test_create_with_explicit_assignment():
+    md = m.create_topic(cluster(), "t", assignments={0: [2, 0], 1: [1, 2]})
+    assert md.topics["t"].assignment() == {0: (2, 0), 1: (1, 2)}
+    assert md.topics["t"].partitions[0].leader == 2
+
+
+def test_assignment_to_unregistered_broker_is_rejected():
+    md = m.unregister_broker(cluster(2), 1)
+    code, msg = code_of(m.create_topic, md, "t", assignments={0: [1, 0]})
+    assert code == 39 and "Unknown broker(s) in replica assignment: 1." in msg
+
+
+def test_delete_topic():
+    md = m.create_topic(cluster(), "t", 1, 1)
+    tid = md.topics["t"].topic_id
+    md2 = m.delete_topic(md, "t")
+    assert "t" not in md2.topics and md2.epoch == md.epoch + 1
+    assert code_of(m.delete_topic, md2, "t")[0] == 3
+    assert code_of(m.delete_topic_by_id, md2, tid)[0] == 100
+    assert "t" not in m.delete_topic_by_id(md, tid).topics
+
+
+# ------------------------------------------------------------------ partitions
+
+def test_add_partitions_continues_kafka_pattern():
+    md = m.create_topic(cluster(), "t", 2, 2, rng=random.Random(5))
+    md2 = m.add_partitions(md, "t", 5)
+    t = md2.topics["t"]
+    assert sorted(t.partitions) == [0, 1, 2, 3, 4]
+    assert t.partitions[0] == md.topics["t"].partitions[0]          # untouched
+    assert all(len(p.replicas) == 2 for p in t.partitions.values())
+    start = sorted(md.brokers).index(t.partitions[0].replicas[0])
+    expected = m.assign_replicas(3, 2, md.brokers, fixed_start_index=start, start_partition_id=2)
+    assert {p: list(t.partitions[p].replicas) for p in (2, 3, 4)} == expected
+
+
+def test_add_partitions_rules():
+    md = m.create_topic(cluster(), "t", 3, 2)
+    assert code_of(m.add_partitions, md, "t", 2) == (
+        37, "Topic currently has 3 partitions, which is higher than the requested 2.")
+    assert code_of(m.add_partitions, md, "t", 3) == (37, "Topic already has 3 partitions.")
+    assert code_of(m.add_partitions, md, "nope", 4)[0] == 3
+    assert code_of(m.add_partitions, md, "t", 5, [[0, 1]]) == (
+        39, "Increasing the number of partitions by 2 but 1 assignments provided.")
+    code, msg = code_of(m.add_partitions, md, "t", 4, [[0]])
+    assert code == 39 and msg.startswith("Inconsistent replication factor between partitions")
+    assert code_of(m.add_partitions, md, "t", 4, [[1, 1]])[0] == 39
+    assert code_of(m.add_partitions, md, "t", 4, [[1, 9]])[0] == 39
+    md2 = m.add_partitions(md, "t", 4, [[2, 0]])
+    assert md2.topics["t"].partitions[3].replicas == (2, 0)
+
+
+def test_update_partition_and_configs():
+    md = m.create_topic(cluster(), "t", 1, 3, rng=random.Random(2))
+    p = md.partition("t", 0)
+    new = PartitionState(0, p.replicas[1], p.leader_epoch + 1, p.replicas, p.replicas[1:])
+    md2 = m.update_partition(md, "t", new)
+    assert md2.partition("t", 0).leader == p.replicas[1]
+    assert md2.partition("t", 0).partition_epoch == 1
+    stale = PartitionState(0, p.replicas[0], 0, p.replicas, p.replicas)
+    assert code_of(m.update_partition, md2, "t", stale)[0] == ErrorCode.INVALID_REQUEST
+    assert code_of(md2.partition, "t", 5)[0] == 3
+    md3 = m.set_topic_configs(md2, "t", {"cleanup.policy": "compact"})
+    assert md3.topics["t"].configs == {"cleanup.policy": "compact"}
+    assert code_of(m.set_topic_configs, md2, "t", {"cleanup.policy": "x"})[0] == 40
+    assert m.set_controller(md3, 1).controller_id == 1
+
+
+# ------------------------------------------------------------------ ids
+
+def test_cluster_and_topic_ids_are_kafka_uuids():
+    cid = m.generate_cluster_id(random.Random(1))
+    assert len(cid) == 22 and not cid.startswith("-")
+    assert all(c.isalnum() or c in "-_" for c in cid)
+    raw = m.uuid_from_str(cid)
+    assert len(raw) == 16 and m.uuid_to_str(raw) == cid
+    assert m.uuid_to_str(bytes(16)) == "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def test_roundtrip_dict():
+    md = m.create_topic(cluster(), "t", 3, 2, configs={"segment.bytes": "1048576"})
+    md = m.set_controller(md, 0)
+    d = json.loads(json.dumps(m.to_dict(md)))
+    assert m.from_dict(d) == md
+
+
+# ------------------------------------------------------------------ store
+
+def test_store_save_load_atomic(tmp_path):
+    store = MetadataStore(str(tmp_path))
+    assert store.load() is None
+    md = m.create_topic(cluster(), "t", 2, 1)
+    store.save(md)
+    assert store.path == str(tmp_path / "__mpbroker_metadata" / "metadata.json")
+    assert not os.path.exists(store.path + ".tmp")
+    assert MetadataStore(str(tmp_path)).load() == md
+    md2 = m.delete_topic(md, "t")
+    store.save(md2)
+    assert store.load() == md2
+    with pytest.raises(MetadataStoreError, match="older epoch"):
+        store.save(md)
+
+
+def test_store_corrupt_file(tmp_path):
+    store = MetadataStore(str(tmp_path))
+    os.makedirs(store.dir)
+    with open(store.path, "w") as f:
+        f.write("{not json")
+    with pytest.raises(MetadataStoreError, match="Corrupt"):
+        store.load()
+
+
+def test_meta_properties_write_read(tmp_path):
+    write_meta_properties(str(tmp_path), 3, "abc", now_s=0)
+    text = (tmp_path / "meta.properties").read_text()
+    assert text.startswith("#\n#") and "version=0\nbroker.id=3\ncluster.id=abc\n" in text
+    assert read_meta_properties(str(tmp_path)) == {"version": "0", "broker.id": "3", "cluster.id": "abc"}
+    assert read_meta_properties(str(tmp_path / "none")) is None
+    (tmp_path / "meta.properties").write_text("version=1\nbroker.id=3\n")
+    with pytest.raises(MetadataStoreError, match="Unrecognized version"):
+        read_meta_properties(str(tmp_path))
+
+
+def test_ensure_meta_properties(tmp_path):
+    d1, d2 = str(tmp_path / "a"), str(tmp_path / "b")
+    # fresh: generated broker id above reserved.broker.max.id, given cluster id written everywhere
+    assert ensure_meta_properties([d1, d2], -1, "CID") == (1001, "CID")
+    assert read_meta_properties(d2)["broker.id"] == "1001"
+    # restart with broker.id unset: adopt stored id and cluster id
+    assert ensure_meta_properties([d1, d2], -1, None) == (1001, "CID")
+    with pytest.raises(InconsistentBrokerIdError, match="Configured broker.id 5 doesn't match stored broker.id"):
+        ensure_meta_properties([d1, d2], 5, "CID")
+    with pytest.raises(InconsistentClusterIdError, match="doesn't match stored clusterId"):
+        ensure_meta_properties([d1, d2], 1001, "OTHER")
+    write_meta_properties(d2, 7, "CID")
+    with pytest.raises(InconsistentBrokerIdError, match="Failed to match broker.id across log.dirs"):
+        ensure_meta_properties([d1, d2], -1, "CID")
+    # a new empty dir gets the file
+    d3 = str(tmp_path / "c")
+    write_meta_properties(d2, 1001, "CID")
+    ensure_meta_properties([d1, d2, d3], 1001, "CID")
+    assert read_meta_properties(d3)["cluster.id"] == "CID"
+    # no cluster id anywhere: one is generated
+    d4 = str(tmp_path / "d")
+    bid, cid = ensure_meta_properties([d4], 0, None)
+    assert bid == 0 and len(cid) == 22

@@ -1,0 +1,235 @@
+"""Tests for workers.purgatory: completion exactly once under every ordering."""
+import itertools
+
+import pytest
+
+from workers.purgatory import DelayedOperation, Purgatory
+from workers.timing_wheel import Timer
+
+
+class FakeClock:
+    def __init__(self, now=0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+class Op(DelayedOperation):
+    """Completes once ``ready`` is true; records every callback."""
+
+    def __init__(self, delay_ms, name="op", ready=False):
+        super().__init__(delay_ms)
+        self.name = name
+        self.ready = ready
+        self.events = []
+        self.tries = 0
+
+    def try_complete(self):
+        self.tries += 1
+        if self.ready:
+            return self.force_complete()
+        return False
+
+    def on_complete(self):
+        self.events.append("complete")
+
+    def on_expiration(self):
+        self.events.append("expired")
+
+
+@pytest.fixture
+def env():
+    clock = FakeClock(0)
+    timer = Timer(tick_ms=1, wheel_size=3, clock=clock)
+    return clock, timer, Purgatory("Produce", timer)
+
+
+def tick(timer, clock, to):
+    clock.now = to
+    return timer.advance_clock(to)
+
+
+def test_completes_immediately_without_watching(env):
+    clock, timer, purgatory = env
+    op = Op(100, ready=True)
+    assert purgatory.try_complete_else_watch(op, ["p0"]) is True
+    assert op.events == ["complete"]
+    assert purgatory.watched("p0") == 0
+    assert timer.size == 0 and purgatory.size == 0
+
+
+def test_double_check_try_watch_try_again(env):
+    clock, timer, purgatory = env
+
+    class FlipsOnFirstTry(Op):
+        calls = 0
+
+        def try_complete(self):
+            self.calls += 1
+            if self.calls == 1:
+                self.ready = True               # an event that arrives while watching
+                return False
+            return self.force_complete()
+
+    op = FlipsOnFirstTry(100)
+    assert purgatory.try_complete_else_watch(op, ["a", "b"]) is True
+    assert op.calls == 2 and op.events == ["complete"]
+    assert timer.size == 0                       # never put on the wheel
+
+
+def test_completion_via_key(env):
+    clock, timer, purgatory = env
+    op = Op(100)
+    assert purgatory.try_complete_else_watch(op, ["p0"]) is False
+    assert timer.size == 1 and purgatory.size == 1 and purgatory.watched("p0") == 1
+    assert purgatory.check_and_complete("p0") == 0
+    op.ready = True
+    assert purgatory.check_and_complete("p0") == 1
+    assert op.events == ["complete"]
+    assert timer.size == 0                       # timeout cancelled
+    assert purgatory.watched("p0") == 0 and purgatory.size == 0
+    assert tick(timer, clock, 1000) == 0
+    assert op.events == ["complete"]
+
+
+def test_expiry_through_the_wheel(env):
+    clock, timer, purgatory = env
+    op = Op(50)
+    purgatory.try_complete_else_watch(op, ["p0"])
+    assert tick(timer, clock, 49) == 0
+    assert tick(timer, clock, 50) == 1
+    assert op.events == ["complete", "expired"]
+    assert purgatory.size == 0
+    op.ready = True
+    assert purgatory.check_and_complete("p0") == 0   # already done; removed from the list
+    assert purgatory.watched("p0") == 0
+    assert op.events == ["complete", "expired"]
+
+
+def test_watch_on_several_keys_completes_once(env):
+    clock, timer, purgatory = env
+    op = Op(100)
+    purgatory.try_complete_else_watch(op, ["a", "b", "c"])
+    assert purgatory.watched() == 3
+    op.ready = True
+    assert purgatory.check_and_complete("b") == 1
+    assert purgatory.check_and_complete("a") == 0
+    assert purgatory.check_and_complete("c") == 0
+    assert op.events == ["complete"]
+    assert purgatory.watched() == 0
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(["key", "force", "expire", "key2"])))
+def test_exactly_once_under_every_ordering(env, order):
+    clock, timer, purgatory = env
+    op = Op(10)
+    purgatory.try_complete_else_watch(op, ["a", "b"])
+    for step in order:
+        if step == "key":
+            op.ready = True
+            purgatory.check_and_complete("a")
+        elif step == "key2":
+            op.ready = True
+            purgatory.check_and_complete("b")
+        elif step == "force":
+            op.force_complete()
+        else:
+            tick(timer, clock, clock.now + 10)
+    assert op.events.count("complete") == 1
+    assert op.events.count("expired") == (1 if order[0] == "expire" else 0)
+    assert op.is_completed and purgatory.size == 0 and timer.size == 0
+
+
+def test_force_complete_is_exactly_once_under_reentrancy(env):
+    clock, timer, purgatory = env
+
+    class Reentrant(Op):
+        def on_complete(self):
+            super().on_complete()
+            # re-enter through every path while completing
+            assert self.force_complete() is False
+            purgatory.check_and_complete("k")
+            tick(timer, clock, clock.now + 1000)
+
+    op = Reentrant(5)
+    purgatory.try_complete_else_watch(op, ["k"])
+    assert op.force_complete() is True
+    assert op.force_complete() is False
+    assert op.events == ["complete"]
+
+
+def test_completion_callback_may_complete_others_on_same_key(env):
+    clock, timer, purgatory = env
+    second = Op(100, "second")
+
+    class Chained(Op):
+        def on_complete(self):
+            super().on_complete()
+            second.ready = True
+            purgatory.check_and_complete("k")      # re-enters while "k" is iterated
+
+    first = Chained(100, "first")
+    purgatory.try_complete_else_watch(first, ["k"])
+    purgatory.try_complete_else_watch(second, ["k"])
+    first.ready = True
+    completed = purgatory.check_and_complete("k")
+    assert first.events == ["complete"] and second.events == ["complete"]
+    assert completed == 1                           # the inner call counted the second
+    assert purgatory.watched("k") == 0 and purgatory.size == 0
+
+
+def test_expiring_op_runs_on_expiration_after_on_complete_once(env):
+    clock, timer, purgatory = env
+    ops = [Op(d, str(d)) for d in (3, 7, 30, 300)]
+    for op in ops:
+        purgatory.try_complete_else_watch(op, ["x"])
+    for t in range(0, 301):
+        tick(timer, clock, t)
+    assert all(op.events == ["complete", "expired"] for op in ops)
+
+
+def test_cancel_for_key_cancels_timeouts_without_completing(env):
+    clock, timer, purgatory = env
+    op = Op(10)
+    purgatory.try_complete_else_watch(op, ["gone"])
+    cancelled = purgatory.cancel_for_key("gone")
+    assert cancelled == [op]
+    assert timer.size == 0 and purgatory.watched("gone") == 0
+    tick(timer, clock, 100)
+    assert op.events == []
+    assert purgatory.cancel_for_key("gone") == []
+
+
+def test_purge_removes_completed_ops_from_watch_lists():
+    clock = FakeClock(0)
+    timer = Timer(clock=clock)
+    purgatory = Purgatory("Fetch", timer, purge_interval=5)
+    ops = [Op(1000) for _ in range(10)]
+    for op in ops:
+        purgatory.try_complete_else_watch(op, ["hot", "cold"])
+    for op in ops:
+        op.ready = True
+    assert purgatory.check_and_complete("hot") == 10
+    # "cold" was never checked: the completed ops still sit on its list
+    assert purgatory.watched("cold") == 10
+    purgatory.try_complete_else_watch(Op(1000), ["other"])  # adding triggers maybe_purge
+    assert purgatory.watched("cold") == 0
+    assert purgatory.watched() == 1
+    assert purgatory.purged_total == 10
+
+
+def test_no_keys_is_an_error(env):
+    with pytest.raises(ValueError):
+        env[2].try_complete_else_watch(Op(1), [])
+
+
+def test_timer_disabled_keeps_op_only_on_watch_lists():
+    clock = FakeClock(0)
+    timer = Timer(clock=clock)
+    purgatory = Purgatory("Heartbeat", timer, timer_enabled=False)
+    op = Op(1)
+    purgatory.try_complete_else_watch(op, ["g"])
+    assert timer.size == 0
+    op.ready = True
+    assert purgatory.check_and_complete("g") == 1

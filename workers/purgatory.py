@@ -1,0 +1,226 @@
+"""Delayed operations and the purgatory that holds them (Kafka's
+``DelayedOperation`` / ``DelayedOperationPurgatory``).
+
+A delayed operation is work that answers later: a Produce with acks=all waits
+for the high watermark, a Fetch waits for ``fetch.min.bytes``, a JoinGroup waits
+for the other members. It completes exactly once, either
+
+* by an external event: the owner calls ``purgatory.check_and_complete(key)``
+  when something about ``key`` (a partition, a group) changed, and the
+  operation's ``try_complete()`` finds it can finish now; or
+* by timeout: the operation is a ``TimerTask`` on the worker's timing wheel;
+  when it expires ``run()`` force-completes it and calls ``on_expiration()``.
+
+``force_complete()`` is the single gate: the first caller flips ``completed``,
+cancels the timer task and calls ``on_complete()``; every later or re-entrant
+caller gets False. Subclasses follow Kafka's contract for ``try_complete()``:
+check the condition and, if met, ``return self.force_complete()``; else return
+False.
+
+Watch lists
+-----------
+``try_complete_else_watch(op, keys)`` is Kafka's double check: try to complete;
+if not done, put the op on the watch list of every key, then try once more (a
+triggering event between the first try and the watch would otherwise be
+missed: with one thread no such event can arrive, but a ``try_complete`` that
+itself triggers events can, and the check is cheap); if still not done, add it
+to the timer. A completed op stays on the watch lists of its other keys until
+those keys are checked or a purge sweeps them: purging runs when more than
+``purge_interval`` completed operations may still sit in watch lists
+(``{producer,fetch}.purgatory.purge.interval.requests``, default 1000).
+
+Concurrency contract
+--------------------
+Single-threaded: a Purgatory, its Timer and its operations belong to one
+worker's event loop and are only touched from it; there are no locks. What
+Kafka guards with the operation lock is guarded here by the order of steps:
+``completed`` is set before ``on_complete()`` runs, so callbacks may re-enter
+``check_and_complete``, ``force_complete`` or the timer freely. Watch lists are
+iterated over snapshots, so callbacks may add or complete other operations of
+the same key while it is being checked. Exceptions from ``try_complete`` /
+``on_complete`` propagate to the caller (they are bugs, not client errors).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Hashable, Iterable, List, Optional
+
+from workers.timing_wheel import Timer, TimerTask
+
+__all__ = ["DelayedOperation", "Purgatory"]
+
+DEFAULT_PURGE_INTERVAL = 1000
+
+
+class DelayedOperation(TimerTask):
+    """Subclasses implement ``try_complete``, ``on_complete``, ``on_expiration``."""
+
+    __slots__ = ("_completed", "_purgatory")
+
+    def __init__(self, delay_ms: int):
+        super().__init__(delay_ms)
+        self._completed = False
+        self._purgatory: Optional[Purgatory] = None
+
+    @property
+    def is_completed(self) -> bool:
+        return self._completed
+
+    def force_complete(self) -> bool:
+        """Complete now: True for exactly one caller over the op's life."""
+        if self._completed:
+            return False
+        self._completed = True
+        self.cancel()                       # the timeout can no longer fire
+        purgatory = self._purgatory
+        if purgatory is not None:
+            purgatory._note_completed()
+        self.on_complete()
+        return True
+
+    def try_complete(self) -> bool:
+        """If the op can complete now, ``return self.force_complete()``; else False."""
+        raise NotImplementedError
+
+    def on_complete(self) -> None:
+        """The completion logic (send the response); runs exactly once."""
+        raise NotImplementedError
+
+    def on_expiration(self) -> None:
+        """Called after ``on_complete`` when completion was caused by the timeout."""
+
+    def run(self) -> None:
+        # The timer fired: complete by expiration unless something beat us to it.
+        if self.force_complete():
+            self.on_expiration()
+
+
+class Purgatory:
+    """Operations waiting on keys, with their timeouts on ``timer``.
+
+    ``name`` is for logs and metrics (Kafka: "Produce", "Fetch", "Rebalance", ...).
+    """
+
+    def __init__(self, name: str, timer: Timer, purge_interval: int = DEFAULT_PURGE_INTERVAL,
+                 timer_enabled: bool = True):
+        self.name = name
+        self.timer = timer
+        self.purge_interval = purge_interval
+        self.timer_enabled = timer_enabled
+        # key -> insertion-ordered set of ops (dict with None values): O(1) removal.
+        self._watchers: Dict[Hashable, Dict[DelayedOperation, None]] = {}
+        self._pending = 0                   # ops handed to us and not yet completed
+        self._completed_in_lists = 0        # completed ops that may still be watched
+        self.purged_total = 0
+
+    # -- adding ------------------------------------------------------------
+
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+        """Complete ``op`` now if it can (True), else watch it on ``keys`` and
+        start its timeout (False)."""
+        keys = list(keys)
+        if not keys:
+            raise ValueError("try_complete_else_watch needs at least one key")
+        if op.try_complete():
+            return True
+        if op._purgatory is not None and op._purgatory is not self:
+            raise ValueError(f"operation already belongs to purgatory {op._purgatory.name}")
+        if not op.is_completed:
+            if op._purgatory is None:
+                op._purgatory = self
+                self._pending += 1
+            for key in keys:
+                self._watchers.setdefault(key, {})[op] = None
+            if op.try_complete():
+                return True
+        if not op.is_completed:
+            if self.timer_enabled:
+                self.timer.add(op)
+            if op.is_completed:             # completed while being added: drop the timeout
+                op.cancel()
+        self.maybe_purge()
+        return False
+
+    # -- completing --------------------------------------------------------
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try every op watching ``key``; return how many this call completed."""
+        ops = self._watchers.get(key)
+        if not ops:
+            return 0
+        completed = 0
+        for op in list(ops):
+            if not op.is_completed and op.try_complete():
+                completed += 1
+            if op.is_completed:
+                self._unwatch(key, op)
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> List[DelayedOperation]:
+        """Stop watching ``key`` (its partition moved away): cancel the timeouts
+        of its ops without completing them; return those ops."""
+        ops = self._watchers.pop(key, None)
+        if not ops:
+            return []
+        cancelled = list(ops)
+        for op in cancelled:
+            op.cancel()
+        return cancelled
+
+    # -- introspection -----------------------------------------------------
+
+    def watched(self, key: Optional[Hashable] = None) -> int:
+        """Entries on ``key``'s watch list (on all lists when key is None),
+        including completed ops not yet purged, as Kafka's ``watched``."""
+        if key is not None:
+            ops = self._watchers.get(key)
+            return len(ops) if ops else 0
+        return sum(len(ops) for ops in self._watchers.values())
+
+    def watch_keys(self) -> List[Hashable]:
+        return list(self._watchers)
+
+    @property
+    def size(self) -> int:
+        """Operations waiting in this purgatory (not yet completed)."""
+        return self._pending
+
+    def __len__(self) -> int:
+        return self._pending
+
+    # -- purge -------------------------------------------------------------
+
+    def maybe_purge(self) -> int:
+        if self._completed_in_lists <= self.purge_interval:
+            return 0
+        return self.purge_completed()
+
+    def purge_completed(self) -> int:
+        """Drop completed ops from every watch list; return entries removed."""
+        purged = 0
+        for key in list(self._watchers):
+            ops = self._watchers[key]
+            for op in [op for op in ops if op.is_completed]:
+                del ops[op]
+                purged += 1
+            if not ops:
+                del self._watchers[key]
+        self._completed_in_lists = 0
+        self.purged_total += purged
+        return purged
+
+    # -- internals ---------------------------------------------------------
+
+    def _unwatch(self, key: Hashable, op: DelayedOperation) -> None:
+        ops = self._watchers.get(key)
+        if ops is None:
+            return
+        ops.pop(op, None)
+        if not ops:
+            del self._watchers[key]
+
+    def _note_completed(self) -> None:
+        self._pending -= 1
+        self._completed_in_lists += 1
+
+    def __repr__(self) -> str:
+        return f"Purgatory({self.name!r}, pending={self._pending}, keys={len(self._watchers)})"
