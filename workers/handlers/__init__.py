@@ -1,0 +1,58 @@
+"""The registry: every API this broker serves, its handler and its version range.
+
+One line per API (Redpanda's handlers.h habit). The ranges are what ApiVersions
+advertises; they stay inside Kafka's schema ranges (tests/protocol checks our
+definitions against Kafka's). Minimums follow CLIENT-API-USAGE.md: Produce and
+FindCoordinator advertise 0 because librdkafka < 2.11.1 gates compression and the group
+consumer on those exact versions. Fetch starts at 4: v0-v3 clients need magic 0/1
+down-conversion, which is the record-format issue's work.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from mpbroker.protocol import api_keys as K
+
+from workers.handlers import (alter_configs, api_versions, describe_configs, create_partitions, create_topics, delete_records,
+                              delete_topics, describe_cluster, fetch, init_producer_id,
+                              list_offsets, metadata, offset_for_leader_epoch, produce)
+
+
+class Handler(NamedTuple):
+    handle: Callable
+    min_version: int
+    max_version: int
+
+
+HANDLERS: dict[int, Handler] = {
+    K.PRODUCE:                 Handler(produce.handle, 3, 11),
+    K.FETCH:                   Handler(fetch.handle, 4, 17),
+    K.LIST_OFFSETS:            Handler(list_offsets.handle, 0, 10),
+    K.METADATA:                Handler(metadata.handle, 0, 12),
+    K.API_VERSIONS:            Handler(api_versions.handle, 0, 4),
+    K.CREATE_TOPICS:           Handler(create_topics.handle, 0, 7),
+    K.DELETE_TOPICS:           Handler(delete_topics.handle, 0, 6),
+    K.DELETE_RECORDS:          Handler(delete_records.handle, 0, 2),
+    K.INIT_PRODUCER_ID:        Handler(init_producer_id.handle, 0, 5),
+    K.OFFSET_FOR_LEADER_EPOCH: Handler(offset_for_leader_epoch.handle, 0, 4),
+    K.CREATE_PARTITIONS:       Handler(create_partitions.handle, 0, 3),
+    K.DESCRIBE_CLUSTER:        Handler(describe_cluster.handle, 0, 1),
+    K.DESCRIBE_CONFIGS:        Handler(describe_configs.handle, 0, 4),
+    K.ALTER_CONFIGS:           Handler(alter_configs.handle, 0, 2),
+    K.INCREMENTAL_ALTER_CONFIGS: Handler(alter_configs.handle_incremental, 0, 1),
+}
+
+
+def register(api_key: int, handle: Callable, min_version: int, max_version: int) -> None:
+    HANDLERS[api_key] = Handler(handle, min_version, max_version)
+
+
+def advertised_versions() -> list[dict]:
+    """Produce is advertised from v0 (KAFKA-18659, see module doc) although v0-v2 are
+    answered only once legacy message sets are supported."""
+    out = []
+    for key in sorted(HANDLERS):
+        h = HANDLERS[key]
+        lo = 0 if key == K.PRODUCE else h.min_version
+        out.append({"api_key": key, "min_version": lo, "max_version": h.max_version})
+    return out

@@ -1,0 +1,306 @@
+"""The embedded controller: the one writer of cluster metadata when no ZooKeeper is set.
+
+It applies the pure changes of `mpbroker.metadata.model` (create/delete topics, add
+partitions, set configs, register brokers), persists each new metadata with
+`MetadataStore` (tmp + fsync + rename, in `<log.dirs[0]>/__mpbroker_metadata/`) *before*
+anyone sees it, then pushes it to the workers (`apply_metadata`), which ignore a push
+older than what they hold. Producer id blocks are handed out from the same store, so
+an id is never given twice, even across restarts (ZooKeeper's
+`/latest_producer_id_block` plays this role in cluster mode).
+
+The worker-facing methods are coroutines so that the same calls can cross a process
+boundary later (multiprocess runtime) without the handlers changing.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import replace
+
+from mpbroker import config as configmod
+from mpbroker.metadata import model, store
+from mpbroker.metadata.model import MetadataError
+from mpbroker.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+PRODUCER_ID_BLOCK = 1000
+TOPIC, BROKER = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+class EmbeddedController:
+    def __init__(self, cfg: configmod.BrokerConfig):
+        self.cfg = cfg
+        self.log_dir = cfg.log_dirs[0]
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.store = store.MetadataStore(self.log_dir)
+        try:
+            md = self.store.load()
+        except Exception as e:
+            raise configmod.ConfigError(f"cannot read the metadata store in {self.log_dir}: {e}")
+        if md is None:
+            md = model.new_cluster_metadata()
+        try:
+            broker_id, cluster_id = store.ensure_meta_properties(
+                cfg.log_dirs, cfg.broker_id, md.cluster_id,
+                reserved_broker_max_id=cfg["reserved.broker.max.id"],
+                generation_enabled=cfg["broker.id.generation.enable"])
+        except store.MetadataStoreError as e:
+            raise configmod.ConfigError(str(e))
+        self.broker_id = broker_id
+        self.md = md
+        self.workers: list = []
+        self._pid_path = os.path.join(self.log_dir, "__mpbroker_metadata", "producer-id-block.json")
+        self._pid_next, self._pid_end = 0, 0
+        self._dynamic_path = os.path.join(self.log_dir, "__mpbroker_metadata", "broker-configs.json")
+        self._dynamic = self._load_json(self._dynamic_path, {"broker": {}, "default": {}})
+        self._broker_cfg = cfg.with_dynamic(broker=self._dynamic["broker"],
+                                            default=self._dynamic["default"])
+
+    # ----------------------------------------------------------------- plumbing
+    @staticmethod
+    def _load_json(path: str, default):
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return default
+
+    def _commit(self, md: model.ClusterMetadata) -> None:
+        self.store.save(md)
+        self.md = md
+        for w in self.workers:
+            w.apply_metadata(md)
+
+    def attach_worker(self, worker) -> None:
+        self.workers.append(worker)
+
+    def metadata(self) -> model.ClusterMetadata:
+        return self.md
+
+    def broker_config(self) -> configmod.BrokerConfig:
+        return self._broker_cfg
+
+    def register_broker(self, broker_id: int, host: str, port: int, rack=None) -> None:
+        if broker_id < 0:
+            broker_id = self.broker_id
+        md = model.register_broker(self.md, model.Broker(broker_id, host, port, rack))
+        self._commit(model.set_controller(md, broker_id))
+
+    def close(self) -> None:
+        pass
+
+    def _topic_defaults(self) -> dict:
+        return {"default_partitions": self.cfg["num.partitions"],
+                "default_replication_factor": self.cfg["default.replication.factor"]}
+
+    # ----------------------------------------------------------------- topics
+    async def create_topics(self, specs: list[dict], validate_only: bool, timeout_ms: int):
+        results = []
+        md = self.md
+        for s in specs:
+            res = {"name": s["name"], "topic_id": bytes(16), "error_code": 0, "error_message": None,
+                   "num_partitions": -1, "replication_factor": -1, "configs": None}
+            try:
+                if s["name"] in INTERNAL_TOPICS:
+                    raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                        f"Creation of internal topic {s['name']} is prohibited.")
+                configs = dict(s["configs"])
+                if any(v is None for v in configs.values()):
+                    raise MetadataError(ErrorCode.INVALID_CONFIG,
+                                        "Null value not supported for topic configs")
+                new_md = model.create_topic(
+                    md, s["name"], s["num_partitions"], s["replication_factor"],
+                    s["assignments"] or None, configs, **self._topic_defaults())
+            except MetadataError as e:
+                res["error_code"], res["error_message"] = e.code, e.message
+            except configmod.ConfigError as e:
+                res["error_code"], res["error_message"] = ErrorCode.INVALID_CONFIG, str(e)
+            else:
+                t = new_md.topics[s["name"]]
+                res.update(topic_id=t.topic_id, num_partitions=len(t.partitions),
+                           replication_factor=t.replication_factor,
+                           configs=self._created_configs(t))
+                if not validate_only:
+                    md = new_md
+            results.append(res)
+        if md is not self.md:
+            self._commit(md)
+        return results
+
+    def _created_configs(self, topic) -> list[dict]:
+        entries = configmod.describe_topic_configs(self._broker_cfg, topic.configs)
+        return [{"name": e["name"], "value": e["value"], "read_only": e["read_only"],
+                 "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
+                for e in entries]
+
+    def auto_create_topics(self, names: list[str]) -> None:
+        md = self.md
+        for name in names:
+            if name in md.topics:
+                continue
+            try:
+                md = model.create_topic(md, name, **self._topic_defaults())
+            except (MetadataError, configmod.ConfigError) as e:
+                log.info("auto-creating %s failed: %s", name, e)
+        if md is not self.md:
+            self._commit(md)
+
+    def ensure_internal_topic(self, name: str) -> None:
+        """__consumer_offsets / __transaction_state, created on first use as Kafka does."""
+        if name in self.md.topics:
+            return
+        if name == "__consumer_offsets":
+            n = self.cfg["offsets.topic.num.partitions"]
+            rf = self.cfg["offsets.topic.replication.factor"]
+            configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                       "segment.bytes": str(self.cfg["offsets.topic.segment.bytes"])}
+        else:
+            n = self.cfg["transaction.state.log.num.partitions"]
+            rf = self.cfg["transaction.state.log.replication.factor"]
+            configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                       "min.insync.replicas": str(self.cfg["transaction.state.log.min.isr"]),
+                       "segment.bytes": str(self.cfg["transaction.state.log.segment.bytes"])}
+        rf = min(rf, max(1, len(self.md.brokers)))
+        md = model.create_topic(self.md, name, n, rf, None, configs, **self._topic_defaults())
+        md = replace(md, topics={**md.topics, name: replace(md.topics[name], is_internal=True)})
+        self._commit(md)
+
+    async def delete_topics(self, targets: list[tuple], timeout_ms: int):
+        results = []
+        md = self.md
+        if not self.cfg["delete.topic.enable"]:
+            return [{"name": n, "topic_id": tid or bytes(16),
+                     "error_code": ErrorCode.TOPIC_DELETION_DISABLED,
+                     "error_message": "Topic deletion is disabled."} for n, tid in targets]
+        for name, topic_id in targets:
+            res = {"name": name, "topic_id": topic_id or bytes(16), "error_code": 0,
+                   "error_message": None}
+            try:
+                if name is not None and topic_id not in (None, bytes(16)):
+                    raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                        "Topic name and topic id cannot both be specified.")
+                t = md.topic(name) if name is not None else md.topic_by_id(topic_id)
+                res["name"], res["topic_id"] = t.name, t.topic_id
+                md = model.delete_topic(md, t.name)
+            except MetadataError as e:
+                res["error_code"], res["error_message"] = e.code, e.message
+            results.append(res)
+        if md is not self.md:
+            self._commit(md)
+        return results
+
+    async def create_partitions(self, specs: list[dict], validate_only: bool, timeout_ms: int):
+        results = []
+        md = self.md
+        seen = set()
+        for s in specs:
+            res = {"name": s["name"], "error_code": 0, "error_message": None}
+            try:
+                if s["name"] in seen:
+                    raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                        "Duplicate topic in request.")
+                seen.add(s["name"])
+                new_md = model.add_partitions(md, s["name"], s["count"], s["assignments"])
+            except MetadataError as e:
+                res["error_code"], res["error_message"] = e.code, e.message
+            else:
+                if not validate_only:
+                    md = new_md
+            results.append(res)
+        if md is not self.md:
+            self._commit(md)
+        return results
+
+    # ----------------------------------------------------------------- configs
+    async def alter_configs(self, resources: list[tuple], incremental: bool, validate_only: bool):
+        """resources: [(type, name, [(key, op, value)])] -> [(type, name, code, message)]."""
+        out = []
+        md = self.md
+        for rtype, rname, ops in resources:
+            try:
+                if rtype == TOPIC:
+                    md = self._alter_topic(md, rname, ops, incremental, validate_only)
+                elif rtype == BROKER:
+                    self._alter_broker(rname, ops, incremental, validate_only)
+                else:
+                    raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                        f"Unsupported resource type {rtype}")
+            except MetadataError as e:
+                out.append((rtype, rname, e.code, e.message))
+            except configmod.ConfigError as e:
+                out.append((rtype, rname, ErrorCode.INVALID_CONFIG, str(e)))
+            else:
+                out.append((rtype, rname, 0, None))
+        if md is not self.md:
+            self._commit(md)
+        return out
+
+    @staticmethod
+    def _apply_ops(current: dict, ops, incremental: bool, list_keys=()) -> dict:
+        new = dict(current) if incremental else {}
+        for key, op, value in ops:
+            if op == SET:
+                if value is None and incremental:
+                    raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                        f"Null value not supported for : {key}")
+                if value is None:
+                    new.pop(key, None)
+                else:
+                    new[key] = value
+            elif op == DELETE:
+                new.pop(key, None)
+            elif op in (APPEND, SUBTRACT):
+                if key not in list_keys:
+                    raise MetadataError(ErrorCode.INVALID_CONFIG,
+                                        f"Config value append is not allowed for config key: {key}")
+                items = [x for x in (new.get(key) or "").split(",") if x]
+                vals = [x for x in (value or "").split(",") if x]
+                if op == APPEND:
+                    items += [v for v in vals if v not in items]
+                else:
+                    items = [x for x in items if x not in vals]
+                new[key] = ",".join(items)
+            else:
+                raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+        return new
+
+    def _alter_topic(self, md, name, ops, incremental, validate_only):
+        topic = md.topic(name)
+        keys = [k for k, _, _ in ops]
+        if len(keys) != len(set(keys)):
+            raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                "Error due to duplicate config keys")
+        new = self._apply_ops(topic.configs, ops, incremental, list_keys=("cleanup.policy",))
+        configmod.effective_topic_config(self._broker_cfg, new)  # validates, ConfigError
+        new_md = model.set_topic_configs(md, name, new)
+        return md if validate_only else new_md
+
+    def _alter_broker(self, name, ops, incremental, validate_only):
+        per_broker = name != ""
+        if per_broker and name != str(self.broker_id):
+            raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}")
+        layer = "broker" if per_broker else "default"
+        new = self._apply_ops(self._dynamic[layer], ops, incremental)
+        configmod.validate_dynamic_update(new, per_broker)
+        if validate_only:
+            return
+        self._dynamic[layer] = new
+        self._broker_cfg = self.cfg.with_dynamic(broker=self._dynamic["broker"],
+                                                 default=self._dynamic["default"])
+        store.atomic_write(self._dynamic_path, json.dumps(self._dynamic).encode())
+
+    # ----------------------------------------------------------------- producer ids
+    async def allocate_producer_id(self) -> int:
+        if self._pid_next >= self._pid_end:
+            block = self._load_json(self._pid_path, {"next_block_start": 0})
+            start = block["next_block_start"]
+            store.atomic_write(self._pid_path,
+                               json.dumps({"next_block_start": start + PRODUCER_ID_BLOCK}).encode())
+            self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid

@@ -1,0 +1,203 @@
+"""The state of one worker process: the partitions it owns and what serves them.
+
+A worker owns (ARCHITECTURE §1):
+* its partitions (`Partition`: log + high watermark), keyed by (topic, index);
+* its timing wheel (`Timer`) driven by one asyncio timer, and its purgatories
+  (produce, fetch, delete records);
+* the group coordinators of the `__consumer_offsets` partitions it owns;
+* its incremental fetch session cache;
+* a read-only copy of the cluster metadata, replaced wholesale when the controller
+  pushes a newer epoch (`apply_metadata`): a newer copy creates the logs of partitions
+  that became ours and closes/deletes those of topics that went away.
+
+Cluster-scoped changes (create/delete topics, partitions, configs, producer id blocks)
+go to the controller through `self.controller`, an object handed in by the process
+that starts the worker (layer 4), so this layer never imports the controller.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+import uuid
+from typing import Callable
+
+from mpbroker import config as configmod
+from mpbroker.metadata.model import ClusterMetadata
+from storage.log import Log, LogConfig
+
+from workers.fetch_session import FetchSessionCache
+from workers.loop_timer import LoopTimer
+from workers.partition import Partition
+from workers.purgatory import Purgatory
+from workers.timing_wheel import Timer
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, config, controller, worker_id: int = 0, clock: Callable[[], int] = now_ms):
+        self.config = config
+        self.controller = controller
+        self.worker_id = worker_id
+        self.clock = clock
+        self.broker_id = controller.broker_id
+        self.log_dir = config.log_dirs[0]
+        self.metadata: ClusterMetadata | None = None
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.timer = Timer(tick_ms=1, wheel_size=20, clock=clock)
+        self.loop_timer: LoopTimer | None = None
+        self.produce_purgatory = Purgatory("Produce", self.timer)
+        self.fetch_purgatory = Purgatory("Fetch", self.timer)
+        self.delete_records_purgatory = Purgatory("DeleteRecords", self.timer)
+        self.fetch_sessions = FetchSessionCache(
+            max_sessions=config.get("max.incremental.fetch.session.cache.slots", 1000),
+            clock=clock)
+        self.groups = None  # workers.group_service.GroupService, set by start()
+        self.listener_host = "127.0.0.1"
+        self.listener_port = 0
+        self._background: list[asyncio.Task] = []
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop_timer = LoopTimer(self.timer, loop)
+        try:
+            from workers.group_service import GroupService
+        except ImportError:
+            GroupService = None
+        if GroupService is not None:
+            self.groups = GroupService(self)
+        self.apply_metadata(self.controller.metadata())
+        self._background.append(loop.create_task(self._housekeeping()))
+
+    def shutdown(self) -> None:
+        for t in self._background:
+            t.cancel()
+        if self.groups:
+            self.groups.shutdown()
+        for p in list(self.partitions.values()):
+            try:
+                p.log.flush()
+                p.close()
+            except Exception:
+                log.exception("closing %s-%d", p.topic, p.index)
+        self.partitions.clear()
+
+    async def _housekeeping(self) -> None:
+        """Retention, flush.ms, roll by time, compaction steps, offset expiry."""
+        check_ms = self.config.get("log.retention.check.interval.ms", 300000)
+        flush_check_ms = min(self.config.get("log.flush.scheduler.interval.ms", 1000) or 1000, 1000)
+        last_retention = self.clock()
+        while True:
+            await asyncio.sleep(flush_check_ms / 1000)
+            now = self.clock()
+            for p in list(self.partitions.values()):
+                try:
+                    p.log.maybe_flush(now)
+                    if now - last_retention >= check_ms:
+                        p.log.enforce_retention(now)
+                        p._check()
+                except Exception:
+                    log.exception("housekeeping of %s-%d", p.topic, p.index)
+            if now - last_retention >= check_ms:
+                last_retention = now
+            if self.groups:
+                self.groups.housekeeping(now)
+
+    # ---------------------------------------------------------------- metadata
+    def owns(self, topic: str, index: int) -> bool:
+        """Single-worker placement: every partition led by this broker is ours."""
+        return True
+
+    def apply_metadata(self, md: ClusterMetadata) -> None:
+        if self.metadata is not None and md.epoch <= self.metadata.epoch:
+            return  # stale push: the controller already sent us something newer
+        self.metadata = md
+        live = set()
+        for topic in md.topics.values():
+            for index, state in topic.partitions.items():
+                if state.leader != self.broker_id or not self.owns(topic.name, index):
+                    continue
+                live.add((topic.name, index))
+                p = self.partitions.get((topic.name, index))
+                if p is None or p.topic_id != topic.topic_id:
+                    if p is not None:
+                        self._drop_partition(p, delete=True)
+                    p = self._open_partition(topic, index, state)
+                    self.partitions[(topic.name, index)] = p
+                    if topic.name == OFFSETS_TOPIC and self.groups:
+                        self.groups.became_coordinator(p)
+                else:
+                    p.leader_epoch = state.leader_epoch
+                    p.log.config = self.log_config(topic.configs)
+        for key, p in list(self.partitions.items()):
+            if key not in live:
+                gone = key[0] not in md.topics
+                if p.topic == OFFSETS_TOPIC and self.groups:
+                    self.groups.resigned_coordinator(p)
+                self._drop_partition(p, delete=gone)
+                del self.partitions[key]
+        # Waiters on partitions that changed complete now (they re-check errors).
+        for key in list(self.partitions):
+            self.fetch_purgatory.check_and_complete(key)
+
+    def log_config(self, topic_configs: dict) -> LogConfig:
+        effective = configmod.effective_topic_config(self.config, topic_configs)
+        return LogConfig.from_properties(
+            {k: ",".join(v) if isinstance(v, list) else v for k, v in effective.items()
+             if v is not None and not isinstance(v, bool)})
+
+    def partition_dir(self, topic: str, index: int) -> str:
+        return os.path.join(self.log_dir, f"{topic}-{index}")
+
+    def _open_partition(self, topic, index: int, state) -> Partition:
+        path = self.partition_dir(topic.name, index)
+        lg = Log.open(path, self.log_config(topic.configs), clock=self.clock,
+                      topic_id=topic.topic_id)
+        p = Partition(topic.name, index, topic.topic_id, lg, leader_epoch=state.leader_epoch,
+                      leader_id=state.leader)
+        return p
+
+    def _drop_partition(self, p: Partition, delete: bool) -> None:
+        try:
+            if delete:
+                p.delete()
+            else:
+                p.close()
+        except Exception:
+            log.exception("dropping %s-%d", p.topic, p.index)
+        self.fetch_purgatory.check_and_complete(p.key)
+        self.produce_purgatory.check_and_complete(p.key)
+
+    async def next_producer_id(self) -> int:
+        return await self.controller.allocate_producer_id()
+
+    # ---------------------------------------------------------------- lookups
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic_name_for_id(self, topic_id: bytes) -> str | None:
+        md = self.metadata
+        for t in md.topics.values():
+            if t.topic_id == topic_id:
+                return t.name
+        return None
+
+    def partition_error(self, topic: str, index: int) -> int:
+        """Error code for a partition-scoped request to (topic, index) that we cannot serve."""
+        from mpbroker.protocol.errors import ErrorCode
+        t = self.metadata.topics.get(topic)
+        if t is None or index not in t.partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if t.partitions[index].leader != self.broker_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER

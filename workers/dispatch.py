@@ -1,0 +1,68 @@
+"""Decode a request frame, run its handler, encode the response.
+
+The registry of handlers and their version ranges is `workers.handlers.HANDLERS`.
+A handler is `handle(broker, ctx, request_dict)` and returns the response body dict, an
+awaitable of one (delayed operations: long-polling Fetch, acks=-1 Produce, JoinGroup),
+or None when no response is owed (Produce with acks=0).
+
+What closes the connection (as Kafka does): an API key we do not serve, a version outside
+the advertised range (except ApiVersions, which gets the KIP-511 v0 answer), a body that
+does not decode. Everything else is answered.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+
+from mpbroker.protocol import api_keys, codec, framing
+from mpbroker.protocol.errors import ErrorCode
+
+from workers.handlers import HANDLERS, advertised_versions
+
+log = logging.getLogger(__name__)
+
+
+class UnsupportedRequest(Exception):
+    pass
+
+
+class Dispatcher:
+    def __init__(self, broker):
+        self.broker = broker
+
+    def dispatch(self, ctx, frame: memoryview, pos: int):
+        """Returns encoded chunks, a Future of them (or of None), or None."""
+        api_key, version = ctx.api_key, ctx.api_version
+        entry = HANDLERS.get(api_key)
+        if entry is None:
+            raise UnsupportedRequest(f"unknown api key {api_key}")
+        if not entry.min_version <= version <= entry.max_version:
+            if api_key == api_keys.API_VERSIONS:
+                return self._api_versions_fallback(ctx)
+            raise UnsupportedRequest(f"unsupported version {version} of api {api_key}")
+        request = codec.decode_request(api_key, version, frame, pos)
+        result = entry.handle(self.broker, ctx, request)
+        if result is None:
+            return None
+        if inspect.isawaitable(result):
+            return asyncio.ensure_future(self._finish(ctx, result))
+        return self._encode(ctx, result)
+
+    async def _finish(self, ctx, awaitable):
+        body = await awaitable
+        if body is None:
+            return None
+        return self._encode(ctx, body)
+
+    def _encode(self, ctx, body: dict) -> list:
+        chunks = codec.encode_response(ctx.api_key, ctx.api_version, body)
+        return framing.frame_response(ctx.api_key, ctx.api_version, ctx.correlation_id, chunks)
+
+    def _api_versions_fallback(self, ctx) -> list:
+        """KIP-511: an ApiVersions version we do not know gets a v0 answer carrying
+        UNSUPPORTED_VERSION and at least our ApiVersions range, so the client retries."""
+        body = {"error_code": ErrorCode.UNSUPPORTED_VERSION,
+                "api_keys": advertised_versions()}
+        chunks = codec.encode_response(api_keys.API_VERSIONS, 0, body)
+        return framing.frame_response(api_keys.API_VERSIONS, 0, ctx.correlation_id, chunks)

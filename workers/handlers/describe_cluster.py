@@ -1,0 +1,19 @@
+"""DescribeCluster (key 60), v0-v1: brokers, controller and cluster id. v1 endpoint type
+1 (brokers) is the only one a broker serves; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE."""
+from mpbroker.protocol.errors import ErrorCode
+
+
+def handle(broker, ctx, req):
+    md = broker.metadata
+    endpoint_type = req.get("endpoint_type", 1)
+    resp = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "endpoint_type": endpoint_type, "cluster_id": md.cluster_id,
+            "controller_id": md.controller_id, "brokers": [],
+            "cluster_authorized_operations": -2147483648}
+    if endpoint_type != 1:
+        resp["error_code"] = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        resp["error_message"] = "The broker only handles broker endpoint types"
+        return resp
+    resp["brokers"] = [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+                       for b in md.brokers.values()]
+    return resp

@@ -1,0 +1,195 @@
+"""Fetch (key 1), v4-v17 (v0-v3 need magic 0/1 down-conversion: record-format issue).
+
+Flow (Kafka's ReplicaManager.fetchMessages):
+1. Resolve the fetch session context (workers/fetch_session.py): which partitions this
+   request reads, and whether the response is incremental.
+2. Read every partition once: at most `partition_max_bytes` each and `max_bytes` in all;
+   the first partition that returns data returns at least one whole batch even if it
+   is larger than the limits (so a big batch can never block a consumer).
+3. Answer now if the timeout is 0, if `min_bytes` is reached, if any partition has an
+   error, or if no partition was asked for; otherwise park a DelayedFetch in the fetch
+   purgatory, watching every partition read. Appends call `check_and_complete(key)`;
+   the operation completes once the bytes appended since it started reach `min_bytes`
+   (or a watched partition went away), or when `max_wait_ms` expires, and then reads
+   again.
+
+Record data is never copied: a partition's `records` is a list of FileSlices sent with
+sendfile by the connection.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from mpbroker.protocol.errors import ErrorCode
+from storage import errors as serr
+
+from workers.fetch_session import CachedPartition
+from workers.purgatory import DelayedOperation
+
+ZERO_UUID = bytes(16)
+
+
+def _requested_partitions(broker, req, version) -> tuple[list[CachedPartition], list, dict]:
+    """The partitions named in the request, the forgotten ones, and unknown topic ids."""
+    requested, unknown_ids = [], {}
+    for t in req["topics"]:
+        if version >= 13:
+            topic_id = t["topic_id"]
+            name = broker.topic_name_for_id(topic_id)
+            if name is None:
+                unknown_ids.setdefault(topic_id, []).extend(p["partition"] for p in t["partitions"])
+                continue
+        else:
+            name = t["topic"]
+            topic = broker.metadata.topics.get(name)
+            topic_id = topic.topic_id if topic else ZERO_UUID
+        for p in t["partitions"]:
+            requested.append(CachedPartition(
+                name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+                p.get("log_start_offset", -1), p.get("current_leader_epoch", -1)))
+    forgotten = []
+    for t in req.get("forgotten_topics_data") or ():
+        name = broker.topic_name_for_id(t["topic_id"]) if version >= 13 else t["topic"]
+        if name is not None:
+            forgotten.extend((name, i) for i in t["partitions"])
+    return requested, forgotten, unknown_ids
+
+
+class FetchPlan:
+    """One request's partitions, and the logic to read them and build the response."""
+
+    def __init__(self, broker, ctx, req, fctx, unknown_ids):
+        self.broker = broker
+        self.version = ctx.api_version
+        self.fctx = fctx
+        self.unknown_ids = unknown_ids
+        self.max_bytes = req.get("max_bytes", 0x7FFFFFFF)
+        self.isolation_level = req.get("isolation_level", 0)
+        self.min_bytes = req["min_bytes"]
+        self.max_wait_ms = req["max_wait_ms"]
+        replica = req.get("replica_state") or {}
+        self.replica_id = req.get("replica_id", replica.get("replica_id", -1))
+
+    def read_all(self) -> tuple[list, int, bool]:
+        """Returns ([(cp, partition dict)], bytes read, any error)."""
+        out, total, any_error = [], 0, False
+        budget = self.max_bytes
+        for cp in self.fctx.partitions:
+            data = self._read_one(cp, budget, min_one=(total == 0))
+            size = sum(s.length for s in data["records"]) if data["records"] else 0
+            total += size
+            budget = max(0, budget - size)
+            any_error = any_error or data["error_code"] != 0
+            out.append((cp, data))
+        return out, total, any_error
+
+    def _read_one(self, cp: CachedPartition, budget: int, min_one: bool) -> dict:
+        broker = self.broker
+        p = broker.partition(cp.topic, cp.partition)
+        data = {"partition_index": cp.partition, "error_code": 0, "high_watermark": -1,
+                "last_stable_offset": -1, "log_start_offset": -1,
+                "aborted_transactions": None if self.isolation_level == 0 else [],
+                "preferred_read_replica": -1, "records": None}
+        if p is None:
+            data["error_code"] = broker.partition_error(cp.topic, cp.partition)
+            return data
+        data["high_watermark"] = p.high_watermark
+        data["last_stable_offset"] = p.last_stable_offset
+        data["log_start_offset"] = p.log_start_offset
+        if cp.current_leader_epoch >= 0 and cp.current_leader_epoch != p.leader_epoch:
+            data["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if cp.current_leader_epoch < p.leader_epoch
+                                  else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            return data
+        limit = min(cp.max_bytes, budget)
+        if limit <= 0 and not min_one:
+            data["records"] = []
+            return data
+        try:
+            info = p.read(cp.fetch_offset, max(limit, 0), self.isolation_level,
+                          min_one_batch=min_one)
+        except serr.StorageError as e:
+            data["error_code"] = e.code
+            return data
+        data["records"] = info.slices
+        n = sum(s.length for s in info.slices)
+        p.bytes_out += n
+        return data
+
+    def response(self, results) -> dict:
+        by_topic: dict = {}
+        order = []
+        for cp, data in results:
+            has_records = bool(data["records"])
+            if not self.fctx.include(cp, data["error_code"], data["high_watermark"],
+                                     data["last_stable_offset"], data["log_start_offset"],
+                                     has_records):
+                continue
+            key = cp.topic_id if self.version >= 13 else cp.topic
+            if key not in by_topic:
+                by_topic[key] = []
+                order.append(key)
+            by_topic[key].append(data)
+        responses = []
+        for key in order:
+            t = {"partitions": by_topic[key]}
+            t["topic_id" if self.version >= 13 else "topic"] = key
+            responses.append(t)
+        for topic_id, parts in self.unknown_ids.items():
+            responses.append({"topic_id": topic_id, "partitions": [
+                {"partition_index": i, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                 "high_watermark": -1, "records": None} for i in parts]})
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": self.fctx.session_id,
+                "responses": responses}
+
+
+class DelayedFetch(DelayedOperation):
+    def __init__(self, plan: FetchPlan, future: asyncio.Future):
+        super().__init__(plan.max_wait_ms)
+        self.plan = plan
+        self.future = future
+        broker = plan.broker
+        self.start_bytes = {}
+        for cp in plan.fctx.partitions:
+            p = broker.partition(cp.topic, cp.partition)
+            self.start_bytes[(cp.topic, cp.partition)] = p.bytes_appended if p else 0
+
+    def try_complete(self) -> bool:
+        broker = self.plan.broker
+        accumulated = 0
+        for key, start in self.start_bytes.items():
+            p = broker.partition(*key)
+            if p is None or p.closed:
+                return self.force_complete()
+            accumulated += p.bytes_appended - start
+        if accumulated >= self.plan.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_expiration(self) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        if self.future.done():
+            return
+        results, _, _ = self.plan.read_all()
+        self.future.set_result(self.plan.response(results))
+
+
+def handle(broker, ctx, req):
+    version = ctx.api_version
+    requested, forgotten, unknown_ids = _requested_partitions(broker, req, version)
+    fctx = broker.fetch_sessions.new_context(req.get("session_id", 0),
+                                             req.get("session_epoch", -1), requested, forgotten)
+    plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
+    if fctx.error_code:
+        return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
+                "responses": []}
+    results, total, any_error = plan.read_all()
+    if (plan.max_wait_ms <= 0 or not fctx.partitions or total >= plan.min_bytes or any_error
+            or unknown_ids):
+        return plan.response(results)
+    future = asyncio.get_running_loop().create_future()
+    op = DelayedFetch(plan, future)
+    keys = list(op.start_bytes)
+    broker.fetch_purgatory.try_complete_else_watch(op, keys)
+    return future

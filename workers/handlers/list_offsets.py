@@ -1,0 +1,70 @@
+"""ListOffsets (key 2), v0-v10.
+
+Special timestamps: -1 latest (high watermark, or the last stable offset for
+read_committed), -2 earliest (log start offset), -3 the offset of the max timestamp
+(v7+), -4 earliest local (= earliest: no tiered storage), -5 latest tiered (v9+: no
+tiered storage, so -1/-1). Any other timestamp: the first offset whose timestamp is
+>= it, or -1/-1 when there is none. v0 answers `old_style_offsets` (at most
+`max_num_offsets` of them: the chosen offset).
+"""
+from mpbroker.protocol.errors import ErrorCode
+from storage import errors as serr
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+def lookup(p, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
+    """(timestamp, offset, leader_epoch) for one partition."""
+    if timestamp == LATEST:
+        off = p.high_watermark if isolation_level == 0 else p.last_stable_offset
+        return -1, off, p.leader_epoch
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        off = p.log_start_offset
+        return -1, off, p.epoch_for_offset(off)
+    if timestamp == LATEST_TIERED:
+        return -1, -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = p.log.max_timestamp_offset()
+    else:
+        found = p.log.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1, -1
+    off, ts = found
+    if off >= p.high_watermark:
+        return -1, -1, -1
+    return ts, off, p.epoch_for_offset(off)
+
+
+def handle(broker, ctx, req):
+    version = ctx.api_version
+    isolation = req.get("isolation_level", 0)
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for rp in t["partitions"]:
+            idx = rp["partition_index"]
+            res = {"partition_index": idx, "error_code": 0, "old_style_offsets": [],
+                   "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            p = broker.partition(t["name"], idx)
+            cur_epoch = rp.get("current_leader_epoch", -1)
+            if p is None:
+                res["error_code"] = broker.partition_error(t["name"], idx)
+            elif cur_epoch >= 0 and cur_epoch != p.leader_epoch:
+                res["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if cur_epoch < p.leader_epoch
+                                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            elif rp["timestamp"] < LATEST_TIERED or (rp["timestamp"] == MAX_TIMESTAMP and version < 7):
+                res["error_code"] = ErrorCode.UNSUPPORTED_VERSION if rp["timestamp"] < 0 and \
+                    rp["timestamp"] >= LATEST_TIERED else ErrorCode.INVALID_REQUEST
+            else:
+                try:
+                    ts, off, epoch = lookup(p, rp["timestamp"], isolation)
+                except serr.StorageError as e:
+                    res["error_code"] = e.code
+                else:
+                    res.update(timestamp=ts, offset=off, leader_epoch=epoch)
+                    if version == 0:
+                        n = rp.get("max_num_offsets", 1)
+                        res["old_style_offsets"] = [off][:max(n, 0)] if off >= 0 else []
+            parts.append(res)
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
