@@ -13,7 +13,10 @@ from typing import Callable, NamedTuple
 
 from mpbroker.protocol import api_keys as K
 
-from workers.handlers import (alter_configs, api_versions, describe_configs, create_partitions, create_topics, delete_records,
+from workers.handlers import (alter_configs, api_versions, delete_groups, describe_configs,
+                              describe_groups, find_coordinator, heartbeat, join_group,
+                              leave_group, list_groups, offset_commit, offset_delete,
+                              offset_fetch, sync_group, create_partitions, create_topics, delete_records,
                               delete_topics, describe_cluster, fetch, init_producer_id,
                               list_offsets, metadata, offset_for_leader_epoch, produce)
 
@@ -40,6 +43,17 @@ HANDLERS: dict[int, Handler] = {
     K.DESCRIBE_CONFIGS:        Handler(describe_configs.handle, 0, 4),
     K.ALTER_CONFIGS:           Handler(alter_configs.handle, 0, 2),
     K.INCREMENTAL_ALTER_CONFIGS: Handler(alter_configs.handle_incremental, 0, 1),
+    K.FIND_COORDINATOR:        Handler(find_coordinator.handle, 0, 6),
+    K.JOIN_GROUP:              Handler(join_group.handle, 0, 9),
+    K.SYNC_GROUP:              Handler(sync_group.handle, 0, 5),
+    K.HEARTBEAT:               Handler(heartbeat.handle, 0, 4),
+    K.LEAVE_GROUP:             Handler(leave_group.handle, 0, 5),
+    K.OFFSET_COMMIT:           Handler(offset_commit.handle, 0, 9),
+    K.OFFSET_FETCH:            Handler(offset_fetch.handle, 0, 9),
+    K.LIST_GROUPS:             Handler(list_groups.handle, 0, 5),
+    K.DESCRIBE_GROUPS:         Handler(describe_groups.handle, 0, 5),
+    K.DELETE_GROUPS:           Handler(delete_groups.handle, 0, 2),
+    K.OFFSET_DELETE:           Handler(offset_delete.handle, 0, 0),
 }
 
 

@@ -1,0 +1,58 @@
+"""FindCoordinator (key 10), v0-v6. Key type 0 is a consumer group, 1 a transactional id.
+
+The group coordinator is the leader of `__consumer_offsets` partition
+abs(javaStringHashCode(group)) % partitions; the topic is created on first use, as Kafka
+does. Transaction coordinators belong to the exactly-once issue: until then key type 1
+answers COORDINATOR_NOT_AVAILABLE. v4+ batches keys (KIP-699)."""
+from mpbroker.protocol.errors import ErrorCode
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
+
+
+def locate(broker, key: str, key_type: int) -> dict:
+    out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": 0,
+           "error_message": None}
+    if key_type == 0:
+        topic_name = OFFSETS_TOPIC
+        if broker.groups is None:
+            out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return out
+    elif key_type == 1:
+        txn = getattr(broker, "transactions", None)
+        if txn is None:
+            out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            out["error_message"] = "Transactions are not supported by this broker yet"
+            return out
+        topic_name = TXN_TOPIC
+    else:
+        out["error_code"] = ErrorCode.INVALID_REQUEST
+        out["error_message"] = f"Unknown coordinator key type {key_type}"
+        return out
+    if topic_name not in broker.metadata.topics:
+        broker.controller.ensure_internal_topic(topic_name)
+    topic = broker.metadata.topics.get(topic_name)
+    if topic is None:
+        out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return out
+    if key_type == 0:
+        idx = broker.groups.partition_for(key)
+    else:
+        idx = broker.transactions.partition_for(key)
+    leader = topic.partitions[idx].leader
+    node = broker.metadata.brokers.get(leader)
+    if node is None:
+        out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return out
+    out.update(node_id=node.id, host=node.host, port=node.port)
+    return out
+
+
+def handle(broker, ctx, req):
+    if ctx.api_version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [
+            locate(broker, k, req.get("key_type", 0)) for k in req["coordinator_keys"]]}
+    c = locate(broker, req["key"], req.get("key_type", 0))
+    return {"throttle_time_ms": 0, "error_code": c["error_code"],
+            "error_message": c["error_message"], "node_id": c["node_id"], "host": c["host"],
+            "port": c["port"]}
