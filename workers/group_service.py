@@ -58,12 +58,20 @@ class GroupService:
     def coordinator_for(self, group_id: str) -> GroupCoordinator | None:
         return self.coordinators.get(self.partition_for(group_id))
 
+    def _topic_metadata(self) -> dict:
+        """{topic name: (topic id, partition count)} for the KIP-848 assignors."""
+        md = self.broker.metadata
+        if md is None:
+            return {}
+        return {t.name: (t.topic_id, len(t.partitions)) for t in md.topics.values()
+                if not t.name.startswith("__")}
+
     # ------------------------------------------------------------ life cycle
     def became_coordinator(self, partition) -> None:
         idx = partition.index
         coord = GroupCoordinator(
             idx, _GroupConfig(self.broker), self.broker.clock, self.scheduler,
-            self._appender(partition))
+            self._appender(partition), topic_metadata=self._topic_metadata)
         self.coordinators[idx] = coord
         coord.begin_load()
         try:

@@ -3,10 +3,11 @@
     mpbroker serve -c conf/server.properties [--override key=value]...
     mpbroker dump-log PATH [--records]
 
-`serve` runs the broker on the embedded metadata store (no ZooKeeper): the controller
-logic runs in this process and persists to `<log.dirs[0]>/__mpbroker_metadata/`, and one
-worker serves the listener. (The supervisor that forks one worker per core is the
-multiprocess-runtime issue; `num.workers` is read there.)
+`serve` runs the supervisor (`mpbroker.supervisor`), which forks the controller (the
+embedded metadata store, no ZooKeeper: `<log.dirs[0]>/__mpbroker_metadata/`) and the
+workers that serve the listener; it stays in the foreground, talks to systemd when
+`NOTIFY_SOCKET` is set, and handles SIGTERM (controlled shutdown), SIGINT (fast stop)
+and SIGHUP (reload).
 
 Exit codes: 0 clean stop, 2 bad configuration or arguments (a clear message on stderr),
 1 anything else.
@@ -22,12 +23,13 @@ import sys
 
 def cmd_serve(args) -> int:
     from mpbroker import config as configmod
-    from mpbroker.controller.embedded import EmbeddedController
-    from workers.broker import Broker
-    from workers import server
+    from mpbroker.supervisor import Supervisor
+
+    def load():
+        return configmod.BrokerConfig.from_file(args.config, args.override)
 
     try:
-        cfg = configmod.BrokerConfig.from_file(args.config, args.override)
+        cfg = load()
     except configmod.ConfigError as e:
         print(f"mpbroker: {e}", file=sys.stderr)
         return 2
@@ -44,37 +46,17 @@ def cmd_serve(args) -> int:
         print(f"mpbroker: bad listeners: {e}", file=sys.stderr)
         return 2
     host, port = listener.host or "0.0.0.0", listener.port
-    adv_host, adv_port = advertised.host, advertised.port
     try:
-        sock = server.bind_listener(host, port)
-    except OSError as e:
-        print(f"mpbroker: cannot listen on {host}:{port}: {e}", file=sys.stderr)
-        return 2
-    bound_port = sock.getsockname()[1]
-    if adv_port == 0 or adv_port == port:
-        adv_port = bound_port
-    if adv_host in ("0.0.0.0", "::", ""):
-        adv_host = "127.0.0.1"
-    try:
-        controller = EmbeddedController(cfg)
-        controller.register_broker(cfg.broker_id, adv_host, adv_port)
+        supervisor = Supervisor(cfg, load_config=load)
     except configmod.ConfigError as e:
         print(f"mpbroker: {e}", file=sys.stderr)
         return 2
-    broker = Broker(cfg, controller)
-    controller.attach_worker(broker)
-    server.install_uvloop()
-
-    def ready():
-        logging.getLogger("mpbroker").info(
-            "mpbroker started: broker.id=%s listening on %s:%d, data in %s",
-            cfg.broker_id, host, bound_port, cfg.log_dirs[0])
-
     try:
-        return asyncio.run(server.run(broker, sock, cfg["socket.request.max.bytes"],
-                                      on_ready=ready))
-    finally:
-        controller.close()
+        supervisor.bind(host, port, advertised.host, advertised.port)
+    except OSError as e:
+        print(f"mpbroker: cannot listen on {host}:{port}: {e}", file=sys.stderr)
+        return 2
+    return supervisor.run()
 
 
 def cmd_dump_log(args) -> int:

@@ -137,7 +137,7 @@ class EmbeddedController:
                  "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
                 for e in entries]
 
-    def auto_create_topics(self, names: list[str]) -> None:
+    async def auto_create_topics(self, names: list[str]) -> None:
         md = self.md
         for name in names:
             if name in md.topics:
@@ -149,7 +149,7 @@ class EmbeddedController:
         if md is not self.md:
             self._commit(md)
 
-    def ensure_internal_topic(self, name: str) -> None:
+    async def ensure_internal_topic(self, name: str) -> None:
         """__consumer_offsets / __transaction_state, created on first use as Kafka does."""
         if name in self.md.topics:
             return

@@ -49,6 +49,7 @@ from typing import Callable, Iterable, NamedTuple
 from workers.groups import errors, responses
 from workers.groups import records as rec
 from workers.groups.consumer_metadata import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from workers.groups.consumer_protocol import GROUP_TYPE_CONSUMER, ConsumerGroup, ConsumerGroupProtocol
 from workers.groups.group import (
     COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, CommitRecord,
     Member, OffsetAndMetadata)
@@ -100,7 +101,10 @@ def _tp_list(topics, partitions_key="partitions"):
 
 class GroupCoordinator:
     def __init__(self, partition_id: int, config, clock: Callable[[], int], scheduler,
-                 appender, *, member_id_factory: Callable[[], str] | None = None):
+                 appender, *, member_id_factory: Callable[[], str] | None = None,
+                 topic_metadata: Callable[[], dict] | None = None):
+        # topic_metadata() -> {topic name: (topic id, partition count)}: the KIP-848
+        # assignor's view of the cluster (the worker's metadata copy)
         # config: a Mapping or anything with .get(key, default) (Kafka key names)
         get = config.get
         cfg = {key: get(key, default) for key, default in DEFAULTS.items()}
@@ -126,6 +130,7 @@ class GroupCoordinator:
         self._append_seq = 0
         self._expiry_timer = None
         self._loading = None
+        self.consumer = ConsumerGroupProtocol(self, config, topic_metadata or (lambda: {}))
 
     # =================================================================== plumbing
 
@@ -210,6 +215,12 @@ class GroupCoordinator:
             reply(JoinResult(member_id, errors.INVALID_SESSION_TIMEOUT))
             return
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            if group.members:
+                # the group uses the consumer (KIP-848) protocol
+                reply(JoinResult(member_id, errors.INCONSISTENT_GROUP_PROTOCOL))
+                return
+            group = self._classic_from_consumer(group)
         if group is None:
             if member_id:
                 reply(JoinResult(member_id, errors.UNKNOWN_MEMBER_ID))
@@ -582,7 +593,7 @@ class GroupCoordinator:
             reply(SyncResult(error))
             return
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             reply(SyncResult(errors.UNKNOWN_MEMBER_ID))
             return
         if group.is_(DEAD):
@@ -669,7 +680,7 @@ class GroupCoordinator:
         if error:
             return error
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return errors.UNKNOWN_MEMBER_ID
         if group.is_(DEAD):
             return errors.COORDINATOR_NOT_AVAILABLE
@@ -704,7 +715,7 @@ class GroupCoordinator:
             return
         results = []
         for identity in leaving:
-            if group is None:
+            if group is None or isinstance(group, ConsumerGroup):
                 code = errors.UNKNOWN_MEMBER_ID
             else:
                 code = self._leave_one(group, identity["member_id"], identity["group_instance_id"])
@@ -731,9 +742,12 @@ class GroupCoordinator:
     # =================================================================== offsets
 
     def _validate_offset_commit(self, group: ClassicGroup, generation_id: int, member_id: str,
-                                instance_id: str | None, transactional: bool) -> int:
+                                instance_id: str | None, transactional: bool, version: int = 9) -> int:
         if group.is_(DEAD):
             return errors.COORDINATOR_NOT_AVAILABLE
+        if isinstance(group, ConsumerGroup):
+            return self.consumer.validate_offset_commit(group, member_id, generation_id,
+                                                        transactional, version)
         if generation_id >= 0 or member_id or instance_id is not None:
             error = self._validate_current_member(group, member_id, instance_id)
             if not error and generation_id != group.generation_id:
@@ -777,14 +791,14 @@ class GroupCoordinator:
                 reply(lambda *_: error)
                 return
             group = self._new_group(group_id)  # a simple consumer: offsets only
-        error = self._validate_offset_commit(group, generation, member_id, instance_id, False)
-        if not error and group.is_(COMPLETING_REBALANCE):
+        error = self._validate_offset_commit(group, generation, member_id, instance_id, False, version)
+        if not error and group.is_(COMPLETING_REBALANCE) and not isinstance(group, ConsumerGroup):
             # the member has the new generation but not yet its assignment
             error = errors.REBALANCE_IN_PROGRESS
         if error:
             reply(lambda *_: error)
             return
-        if group.state in (STABLE, PREPARING_REBALANCE):
+        if group.state in (STABLE, PREPARING_REBALANCE) and not isinstance(group, ConsumerGroup):
             self._schedule_heartbeat(group, group.members[member_id])
         self._store_offsets(group, entries, reply)
 
@@ -841,7 +855,8 @@ class GroupCoordinator:
         if version >= 8:
             out = []
             for g in req.get("groups", []):
-                error, entries = self._fetch_offsets(g.get("group_id"), g.get("topics"), require_stable)
+                error, entries = self._fetch_offsets(g.get("group_id"), g.get("topics"), require_stable,
+                                                     g.get("member_id"), g.get("member_epoch", -1))
                 out.append({"group_id": g.get("group_id"), "error_code": error,
                             "topics": responses.fetched_topics(entries) if not error else []})
             respond(responses.offset_fetch(version, groups=out))
@@ -857,12 +872,18 @@ class GroupCoordinator:
         else:
             respond(responses.offset_fetch(version, error=error))
 
-    def _fetch_offsets(self, group_id, topics, require_stable: bool):
+    def _fetch_offsets(self, group_id, topics, require_stable: bool, member_id: str | None = None,
+                       member_epoch: int = -1):
         error = self._check_status(group_id, "OffsetFetch")
         if error:
             return error, []
         requested = None if topics is None else _tp_list(topics, "partition_indexes")
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            # v9+: a KIP-848 member proves its membership (Kafka's validateOffsetFetch)
+            error = self.consumer.validate_offset_fetch(group, member_id, member_epoch)
+            if error:
+                return error, []
         if group is None or group.is_(DEAD):
             return errors.NONE, [(t, p, -1, -1, "", errors.NONE) for t, p in requested or []]
         tps = requested if requested is not None else sorted(group.offsets)
@@ -927,13 +948,14 @@ class GroupCoordinator:
             return errors.NONE, []
         states = {s.lower() for s in states_filter or ()}
         types = {t.lower() for t in types_filter or ()}
-        if types and GROUP_TYPE_CLASSIC not in types:
-            return errors.NONE, []
         error = errors.COORDINATOR_LOAD_IN_PROGRESS if self.state == LOADING else errors.NONE
-        out = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                "group_state": g.state, "group_type": GROUP_TYPE_CLASSIC}
-               for g in self.groups.values()
-               if not states or g.state.lower() in states]
+        out = []
+        for g in self.groups.values():
+            group_type = GROUP_TYPE_CONSUMER if isinstance(g, ConsumerGroup) else GROUP_TYPE_CLASSIC
+            if (states and g.state.lower() not in states) or (types and group_type not in types):
+                continue
+            out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                        "group_state": g.state, "group_type": group_type})
         return error, out
 
     def describe_groups(self, group_ids: Iterable[str], version: int) -> list[dict]:
@@ -952,6 +974,9 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             out["group_state"] = DEAD
+            return out
+        if isinstance(group, ConsumerGroup):
+            out.update(self.consumer.describe_classic(group))
             return out
         out["group_state"] = group.state
         out["protocol_type"] = group.protocol_type or ""
@@ -1022,7 +1047,9 @@ class GroupCoordinator:
         if group.is_(DEAD) and self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
             self._cancel_group_timers(group)
-            if group.generation_id > 0:
+            if isinstance(group, ConsumerGroup):
+                tombstones.extend(self.consumer.tombstones(group))
+            elif group.generation_id > 0:
                 # generation 0 groups only stored offsets: they have no metadata record
                 tombstones.append((rec.encode_group_metadata_key(group.group_id), None))
         if tombstones:
@@ -1057,6 +1084,30 @@ class GroupCoordinator:
         group.pending_member_timers.clear()
         for member in group.members.values():
             self._cancel_heartbeat(member)
+            self._cancel(getattr(member, "rebalance_timer", None))
+
+    def _classic_from_consumer(self, group: ConsumerGroup) -> ClassicGroup:
+        """An empty consumer group is taken over by the classic protocol; offsets stay."""
+        classic = ClassicGroup(group.group_id, state_timestamp_ms=self.clock())
+        classic.offsets = group.offsets
+        classic.pending_offset_commits = group.pending_offset_commits
+        classic.pending_txn_offsets = group.pending_txn_offsets
+        self._cancel_group_timers(group)
+        self.groups[group.group_id] = classic
+        self._append(self.consumer.tombstones(group), lambda e: e and log.warning(
+            "group %s: appending consumer group tombstones failed: %s", group.group_id, e))
+        return classic
+
+    # =================================================================== KIP-848
+
+    def consumer_group_heartbeat(self, req: dict, version: int, client_id: str, client_host: str,
+                                 respond: Callable[[dict], None]) -> None:
+        self.consumer.heartbeat(req, version, client_id, client_host, respond)
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[dict]:
+        """ConsumerGroupDescribe entries, one per id in order (GROUP_ID_NOT_FOUND for
+        classic groups, as Kafka answers)."""
+        return self.consumer.describe(group_ids)
 
     # =================================================================== load / unload
 
@@ -1072,7 +1123,7 @@ class GroupCoordinator:
         self.state = LOADING
         self.groups.clear()
         self._producer_groups.clear()
-        self._loading = {"offsets": {}, "groups": {}, "txn": {}}
+        self._loading = {"offsets": {}, "groups": {}, "txn": {}, "consumer": {}}
 
     def load_records(self, records: Iterable) -> None:
         if self.state != LOADING or self._loading is None:
@@ -1097,27 +1148,34 @@ class GroupCoordinator:
                 producer_id, transactional = -1, False
             if key_bytes is None:
                 continue
-            key = rec.decode_key(key_bytes)
-            if isinstance(key, rec.OffsetCommitKey):
-                gtp = (key.group, key.topic, key.partition)
-                if transactional:
-                    pending = txn.setdefault(producer_id, {})
-                    if value is None:
-                        pending.pop(gtp, None)
+            try:
+                key = rec.decode_key(key_bytes)
+                if isinstance(key, rec.OffsetCommitKey):
+                    gtp = (key.group, key.topic, key.partition)
+                    if transactional:
+                        pending = txn.setdefault(producer_id, {})
+                        if value is None:
+                            pending.pop(gtp, None)
+                        else:
+                            pending[gtp] = CommitRecord(self._oam(rec.decode_offset_commit_value(value)), seq)
+                    elif value is None:
+                        offsets.pop(gtp, None)
                     else:
-                        pending[gtp] = CommitRecord(self._oam(rec.decode_offset_commit_value(value)), seq)
-                elif value is None:
-                    offsets.pop(gtp, None)
+                        offsets[gtp] = CommitRecord(self._oam(rec.decode_offset_commit_value(value)), seq)
+                elif isinstance(key, rec.GroupMetadataKey):
+                    if value is None:
+                        groups.pop(key.group, None)
+                    else:
+                        groups[key.group] = rec.decode_group_metadata_value(value)
+                elif isinstance(key, rec.ConsumerGroupKey):
+                    self.consumer.load_record(st["consumer"], key, value)
                 else:
-                    offsets[gtp] = CommitRecord(self._oam(rec.decode_offset_commit_value(value)), seq)
-            elif isinstance(key, rec.GroupMetadataKey):
-                if value is None:
-                    groups.pop(key.group, None)
-                else:
-                    groups[key.group] = rec.decode_group_metadata_value(value)
-            else:
-                log.warning("offsets partition %d: skipping record with unknown key version %d",
-                            self.partition_id, key.version)
+                    log.warning("offsets partition %d: skipping record with unknown key version %d",
+                                self.partition_id, key.version)
+            except (rec.RecordFormatError, KeyError, ValueError) as exc:
+                # one unreadable record must not cost every group of the partition
+                log.warning("offsets partition %d: skipping unreadable record: %s",
+                            self.partition_id, exc)
 
     @staticmethod
     def _oam(v: rec.OffsetCommitValue) -> OffsetAndMetadata:
@@ -1130,6 +1188,10 @@ class GroupCoordinator:
         st, self._loading = self._loading, None
         for group_id, value in st["groups"].items():
             self.groups[group_id] = self._group_from_record(group_id, value)
+        for group_id, value in st["consumer"].items():
+            group = self.consumer.build_group(group_id, value)
+            if group is not None:
+                self.groups[group_id] = group
         for (group_id, topic, partition), record in st["offsets"].items():
             group = self.groups.get(group_id)
             if group is None:  # offsets only (simple consumers, or members all gone)
@@ -1165,6 +1227,9 @@ class GroupCoordinator:
         return group
 
     def _on_group_loaded(self, group: ClassicGroup) -> None:
+        if isinstance(group, ConsumerGroup):
+            self.consumer.on_loaded(group)
+            return
         if len(group.members) > self.max_group_size:
             # over capacity (group.max.size was lowered): rebalance, the extra members
             # get GROUP_MAX_SIZE_REACHED when they rejoin
@@ -1184,6 +1249,8 @@ class GroupCoordinator:
         for group in groups.values():
             self._cancel_group_timers(group)
             group.transition_to(DEAD, self.clock())
+            if isinstance(group, ConsumerGroup):
+                continue
             for member in list(group.members.values()):
                 group.invoke_join_callback(member, JoinResult(member.member_id, errors.NOT_COORDINATOR))
                 group.invoke_sync_callback(member, SyncResult(errors.NOT_COORDINATOR))

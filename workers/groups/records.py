@@ -9,7 +9,8 @@ Keys (never flexible)::
 
     OffsetCommitKey   v0, v1: version int16 | group string | topic string | partition int32
     GroupMetadataKey  v2:     version int16 | group string
-    v3+ are the KIP-848 consumer-group records; decode_key returns UnknownKey for them.
+    v3-v8 are the KIP-848 consumer-group records (ConsumerGroupKey, end of this module);
+    decode_key returns UnknownKey for other versions.
 
 OffsetCommitValue (v0-3 classic encoding, v4 flexible)::
 
@@ -87,7 +88,7 @@ class GroupMetadataKey:
 
 @dataclass(frozen=True)
 class UnknownKey:
-    """A key of a record type this coordinator does not handle (KIP-848 records, v3+)."""
+    """A key of a record type this coordinator does not handle (share/streams groups...)."""
 
     version: int
 
@@ -280,13 +281,15 @@ def encode_group_metadata_key(group: str) -> bytes:
     return w.getvalue()
 
 
-def decode_key(buf) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
+def decode_key(buf) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey:
     r = _Reader(buf)
     version = r.i16()
     if version in (0, 1):
         key = OffsetCommitKey(r.string(), r.string(), r.i32())
     elif version == GROUP_METADATA_KEY_VERSION:
         key = GroupMetadataKey(r.string())
+    elif version in _CONSUMER_GROUP_KEYS:
+        key = _decode_consumer_group_key(version, r)
     else:
         return UnknownKey(version)
     r.done()
@@ -393,3 +396,205 @@ def decode_group_metadata_value(buf) -> GroupMetadataValue:
     r.skip_tags()
     r.done()
     return value
+
+
+# ---------------------------------------------------------------------------- KIP-848
+# The consumer-group ("new protocol") records, Kafka's group-coordinator layouts. The key
+# version is the record type; keys are never flexible, values are flexible v0 (compact
+# strings and arrays, a tagged-field section after every struct; unknown tags skipped):
+#
+#   3 ConsumerGroupMetadataKey              group          -> Epoch int32
+#   4 ConsumerGroupPartitionMetadataKey     group          -> (read and ignored; not written)
+#   5 ConsumerGroupMemberMetadataKey        group, member  -> InstanceId ?str | RackId ?str
+#        | ClientId str | ClientHost str | SubscribedTopicNames [str]
+#        | SubscribedTopicRegex ?str | RebalanceTimeoutMs int32 | ServerAssignor ?str
+#   6 ConsumerGroupTargetAssignmentMetadataKey group       -> AssignmentEpoch int32
+#   7 ConsumerGroupTargetAssignmentMemberKey   group, member -> TopicPartitions
+#        [TopicId uuid | Partitions [int32]]
+#   8 ConsumerGroupCurrentMemberAssignmentKey  group, member -> MemberEpoch int32
+#        | PreviousMemberEpoch int32 | State int8 | AssignedPartitions [TopicId uuid |
+#        Partitions [int32]] | PartitionsPendingRevocation [same]
+#
+# A tombstone deletes the key. Assignments are {topic_id (16 bytes): sorted partitions}.
+
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+_CONSUMER_GROUP_KEYS = {CONSUMER_GROUP_METADATA, CONSUMER_GROUP_PARTITION_METADATA,
+                        CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+                        CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                        CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT}
+_MEMBER_KEYS = {CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT}
+
+
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    """A KIP-848 record key: `kind` is the key version (3..8); member_id for 5, 7, 8."""
+
+    kind: int
+    group: str
+    member_id: str | None = None
+
+
+@dataclass
+class ConsumerMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass
+class ConsumerCurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: dict[bytes, list[int]]
+    pending_revocation: dict[bytes, list[int]]
+
+
+def encode_consumer_group_key(kind: int, group: str, member_id: str | None = None) -> bytes:
+    if kind not in _CONSUMER_GROUP_KEYS:
+        raise ValueError(f"not a consumer group record type: {kind}")
+    w = _Writer(flexible=False)
+    w.i16(kind)
+    w.string(group)
+    if kind in _MEMBER_KEYS:
+        w.string(member_id)
+    return w.getvalue()
+
+
+def _decode_consumer_group_key(kind: int, r: _Reader) -> ConsumerGroupKey:
+    group = r.string()
+    member = r.string() if kind in _MEMBER_KEYS else None
+    return ConsumerGroupKey(kind, group, member)
+
+
+def _value_writer() -> _Writer:
+    w = _Writer(flexible=True)
+    w.i16(0)
+    return w
+
+
+def _value_reader(buf, what: str) -> _Reader:
+    r = _Reader(buf, flexible=True)
+    version = r.i16()
+    if version != 0:
+        raise RecordFormatError(f"unknown {what} version {version}")
+    return r
+
+
+def _write_uuid(w: _Writer, topic_id: bytes):
+    if len(topic_id) != 16:
+        raise RecordFormatError("topic id must be 16 bytes")
+    w.parts.append(bytes(topic_id))
+
+
+def _write_topic_partitions(w: _Writer, tps: dict[bytes, list[int]]):
+    w.array_len(len(tps))
+    for topic_id in sorted(tps):
+        _write_uuid(w, topic_id)
+        parts = sorted(tps[topic_id])
+        w.array_len(len(parts))
+        for p in parts:
+            w.i32(p)
+        w.no_tags()
+
+
+def _read_topic_partitions(r: _Reader) -> dict[bytes, list[int]]:
+    out = {}
+    for _ in range(r.array_len()):
+        topic_id = bytes(r._take(16))
+        out[topic_id] = [r.i32() for _ in range(r.array_len())]
+        r.skip_tags()
+    return out
+
+
+def encode_consumer_group_epoch_value(epoch: int) -> bytes:
+    """ConsumerGroupMetadataValue (3) and ConsumerGroupTargetAssignmentMetadataValue (6)."""
+    w = _value_writer()
+    w.i32(epoch)
+    w.no_tags()
+    return w.getvalue()
+
+
+def decode_consumer_group_epoch_value(buf) -> int:
+    r = _value_reader(buf, "consumer group epoch value")
+    epoch = r.i32()
+    r.skip_tags()
+    r.done()
+    return epoch
+
+
+def encode_consumer_member_metadata_value(v: ConsumerMemberMetadataValue) -> bytes:
+    w = _value_writer()
+    w.string(v.instance_id)
+    w.string(v.rack_id)
+    w.string(v.client_id)
+    w.string(v.client_host)
+    w.array_len(len(v.subscribed_topic_names))
+    for name in v.subscribed_topic_names:
+        w.string(name)
+    w.string(v.subscribed_topic_regex)
+    w.i32(v.rebalance_timeout_ms)
+    w.string(v.server_assignor)
+    w.no_tags()
+    return w.getvalue()
+
+
+def decode_consumer_member_metadata_value(buf) -> ConsumerMemberMetadataValue:
+    r = _value_reader(buf, "ConsumerGroupMemberMetadataValue")
+    v = ConsumerMemberMetadataValue(
+        instance_id=r.string(nullable=True), rack_id=r.string(nullable=True),
+        client_id=r.string(), client_host=r.string(),
+        subscribed_topic_names=[r.string() for _ in range(r.array_len())],
+        subscribed_topic_regex=r.string(nullable=True), rebalance_timeout_ms=r.i32(),
+        server_assignor=r.string(nullable=True))
+    r.skip_tags()  # tag 0: ClassicMemberMetadata (members that use the classic protocol)
+    r.done()
+    return v
+
+
+def encode_consumer_target_assignment_value(tps: dict[bytes, list[int]]) -> bytes:
+    w = _value_writer()
+    _write_topic_partitions(w, tps)
+    w.no_tags()
+    return w.getvalue()
+
+
+def decode_consumer_target_assignment_value(buf) -> dict[bytes, list[int]]:
+    r = _value_reader(buf, "ConsumerGroupTargetAssignmentMemberValue")
+    tps = _read_topic_partitions(r)
+    r.skip_tags()
+    r.done()
+    return tps
+
+
+def encode_consumer_current_assignment_value(v: ConsumerCurrentAssignmentValue) -> bytes:
+    w = _value_writer()
+    w.i32(v.member_epoch)
+    w.i32(v.previous_member_epoch)
+    w.parts.append(struct.pack(">b", v.state))
+    _write_topic_partitions(w, v.assigned)
+    _write_topic_partitions(w, v.pending_revocation)
+    w.no_tags()
+    return w.getvalue()
+
+
+def decode_consumer_current_assignment_value(buf) -> ConsumerCurrentAssignmentValue:
+    r = _value_reader(buf, "ConsumerGroupCurrentMemberAssignmentValue")
+    epoch, previous = r.i32(), r.i32()
+    (state,) = struct.unpack(">b", r._take(1))
+    v = ConsumerCurrentAssignmentValue(epoch, previous, state, _read_topic_partitions(r),
+                                       _read_topic_partitions(r))
+    r.skip_tags()
+    r.done()
+    return v

@@ -29,8 +29,6 @@ def locate(broker, key: str, key_type: int) -> dict:
         out["error_code"] = ErrorCode.INVALID_REQUEST
         out["error_message"] = f"Unknown coordinator key type {key_type}"
         return out
-    if topic_name not in broker.metadata.topics:
-        broker.controller.ensure_internal_topic(topic_name)
     topic = broker.metadata.topics.get(topic_name)
     if topic is None:
         out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -49,6 +47,20 @@ def locate(broker, key: str, key_type: int) -> dict:
 
 
 def handle(broker, ctx, req):
+    """The internal topic is created first when missing (through the controller)."""
+    if req.get("key_type", 0) in (0, 1):
+        name = OFFSETS_TOPIC if req.get("key_type", 0) == 0 else TXN_TOPIC
+        usable = req.get("key_type", 0) == 0 and broker.groups is not None or \
+            getattr(broker, "transactions", None) is not None
+        if usable and name not in broker.metadata.topics:
+            async def later():
+                await broker.controller.ensure_internal_topic(name)
+                return _answer(broker, ctx, req)
+            return later()
+    return _answer(broker, ctx, req)
+
+
+def _answer(broker, ctx, req):
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
             locate(broker, k, req.get("key_type", 0)) for k in req["coordinator_keys"]]}

@@ -4,7 +4,9 @@ Topics: v0 an empty list means all topics, v1+ null means all. With
 `auto.create.topics.enable` and `allow_auto_topic_creation` (always true before v4),
 unknown topics are created through the controller with `num.partitions` and
 `default.replication.factor`, and answered LEADER_NOT_AVAILABLE while that happens, as
-Kafka does; internal topics are never auto-created this way. v10+ may name topics by id
+Kafka does; internal topics are never auto-created this way. Unlike Kafka (which answers
+LEADER_NOT_AVAILABLE and lets the client ask again), the answer waits for the
+controller and carries the created topic, which saves clients a retry round. v10+ may name topics by id
 (name null); an unknown id gets UNKNOWN_TOPIC_ID.
 """
 from mpbroker.protocol.errors import ErrorCode
@@ -34,15 +36,44 @@ def _error_entry(name, error, topic_id=ZERO_UUID) -> dict:
 
 
 def handle(broker, ctx, req):
+    to_create = _auto_create_names(broker, ctx, req)
+    if not to_create:
+        return _response(broker, ctx, req)
+
+    async def later():
+        await broker.controller.auto_create_topics(to_create)
+        return _response(broker, ctx, req)
+    return later()
+
+
+def _auto_create_names(broker, ctx, req) -> list[str]:
+    requested = req["topics"]
+    if requested is None or (ctx.api_version == 0 and not requested):
+        return []
+    if not (req.get("allow_auto_topic_creation", True)
+            and broker.config.get("auto.create.topics.enable", True)):
+        return []
+    out = []
+    for rt in requested:
+        name = rt.get("name")
+        if name is None or name in broker.metadata.topics or name.startswith("__"):
+            continue
+        try:
+            validate_topic_name(name)
+        except Exception:
+            continue
+        out.append(name)
+    return out
+
+
+def _response(broker, ctx, req):
     version = ctx.api_version
     md = broker.metadata
     requested = req["topics"]
     if requested is None or (version == 0 and not requested):
         topics = [topic_entry(broker, t, version) for t in md.topics.values()]
     else:
-        allow_auto = req.get("allow_auto_topic_creation", True) and \
-            broker.config.get("auto.create.topics.enable", True)
-        topics, to_create = [], []
+        topics = []
         for rt in requested:
             name = rt.get("name")
             if name is None:
@@ -62,13 +93,8 @@ def handle(broker, ctx, req):
                 valid = False
             if not valid:
                 topics.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
-            elif allow_auto and not name.startswith("__"):
-                to_create.append(name)
-                topics.append(_error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE))
             else:
                 topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-        if to_create:
-            broker.controller.auto_create_topics(to_create)
     brokers = [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
                for b in md.brokers.values()]
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": md.cluster_id,

@@ -41,7 +41,7 @@ def test_group_metadata_key_v2():
 
 
 def test_unknown_key_version_is_reported_not_raised():
-    assert r.decode_key(i16(3) + s("x")) == r.UnknownKey(3)
+    assert r.decode_key(i16(9) + s("x")) == r.UnknownKey(9)
 
 
 def test_offset_commit_value_v3():

@@ -1,0 +1,252 @@
+"""The supervisor of the real `mpbroker serve`: systemd notifications on a real datagram
+socket, controlled shutdown, respawn of a killed worker, murder of a hung one, crash-loop
+protection, SIGHUP reload, SIGINT fast stop, and the systemd unit.
+
+Each test runs its own broker (harness `Broker`), with NOTIFY_SOCKET / WATCHDOG_USEC in
+its environment where the test listens as systemd would. Worker pids come from the
+supervisor's log ("worker 0 (pid N) serving on ...").
+"""
+from __future__ import annotations
+
+import configparser
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration import broker as h
+
+pytestmark = pytest.mark.skipif(h.external_bootstrap() is not None,
+                                reason="needs our own broker process")
+
+SERVING = re.compile(rb"worker 0 \(pid (\d+)\) serving on")
+UNIT = Path(__file__).resolve().parents[2] / "conf" / "mpbroker.service"
+
+
+class SystemdListener:
+    """The service manager's end of sd_notify: an abstract-namespace datagram socket."""
+
+    def __init__(self):
+        self.name = f"@mpbroker-test-{uuid.uuid4().hex}"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(b"\0" + self.name[1:].encode())
+        self.messages: list[dict[str, str]] = []
+
+    def wait_for(self, key: str, value: str = "1", timeout: float = 20.0, after: int = 0) -> int:
+        """Index of the first message (from `after` on) with key=value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i in range(after, len(self.messages)):
+                if self.messages[i].get(key) == value:
+                    return i
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {key}={value} within {timeout}s: {self.messages}")
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                continue
+            self.messages.append(dict(line.split("=", 1) for line in data.decode().split("\n")))
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def systemd(monkeypatch):
+    listener = SystemdListener()
+    monkeypatch.setenv("NOTIFY_SOCKET", listener.name)
+    monkeypatch.setenv("WATCHDOG_USEC", "400000")
+    monkeypatch.delenv("WATCHDOG_PID", raising=False)
+    yield listener
+    listener.close()
+
+
+@pytest.fixture
+def own_broker(tmp_path, request):
+    started = []
+
+    def make(overrides=None, **kw):
+        b = h.Broker(tmp_path / f"b{len(started)}", overrides, name=f"supervised{len(started)}", **kw)
+        started.append(b)
+        if not hasattr(request.node, "_brokers"):
+            request.node._brokers = []
+        request.node._brokers.append((b, 0))
+        return b
+
+    yield make
+    for b in started:
+        if b.is_alive():
+            b.kill()
+
+
+def worker_pids(b) -> list[int]:
+    return [int(m) for m in SERVING.findall(b.log_path.read_bytes())]
+
+
+def wait_new_worker(b, old: int, timeout: float) -> tuple[int, float]:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        pids = worker_pids(b)
+        if pids and pids[-1] != old:
+            b.wait_ready(timeout=max(1.0, timeout - (time.monotonic() - t0)))
+            return pids[-1], time.monotonic() - t0
+        time.sleep(0.05)
+    raise AssertionError(f"no new worker within {timeout}s; log:\n{b.log_tail()}")
+
+
+def produce(b, topic: str, values: list[bytes]) -> None:
+    p, dt = h.producer(b.bootstrap, acks="all"), h.DeliveryTracker()
+    for v in values:
+        p.produce(topic, value=v, on_delivery=dt)
+    h.flush(p)
+    assert not dt.errors, dt.errors[:3]
+
+
+def read_values(b, topic: str, n: int) -> list[bytes]:
+    c = h.consumer(b.bootstrap)
+    try:
+        h.assign_from_beginning(c, topic, 1)
+        return [m.value() for m in h.consume(c, n, timeout=20)]
+    finally:
+        c.close()
+
+
+def test_ready_watchdog_then_sigterm_stops_cleanly(own_broker, systemd):
+    b = own_broker({"log.flush.interval.messages": 1}).start()
+    ready = systemd.wait_for("READY")
+    assert "STATUS" in systemd.messages[ready]
+    first = systemd.wait_for("WATCHDOG", after=ready)
+    systemd.wait_for("WATCHDOG", after=first + 1, timeout=2)
+    produce(b, "sup-stop", [b"a", b"b"])
+    t0 = time.monotonic()
+    rc = b.stop(timeout=20)
+    took = time.monotonic() - t0
+    assert rc == 0
+    assert took < 10, f"controlled shutdown took {took:.1f}s"
+    systemd.wait_for("STOPPING", timeout=1)
+    assert (b.data_dir / "sup-stop-0" / ".kafka_cleanshutdown").exists()
+    b.start()
+    assert read_values(b, "sup-stop", 2) == [b"a", b"b"]
+
+
+def test_killed_worker_is_respawned_and_serves_its_partitions(own_broker):
+    b = own_broker({"log.flush.interval.messages": 1}).start()
+    produce(b, "sup-respawn", [b"x%d" % i for i in range(10)])
+    (old,) = worker_pids(b)
+    supervisor = b.proc.pid
+    os.kill(old, signal.SIGKILL)
+    new, took = wait_new_worker(b, old, timeout=10)
+    assert took < 5, f"respawn took {took:.1f}s"
+    assert b.proc.poll() is None and b.proc.pid == supervisor
+    produce(b, "sup-respawn", [b"after"])
+    assert read_values(b, "sup-respawn", 11)[-2:] == [b"x9", b"after"]
+    assert b"respawning" in b.log_path.read_bytes()
+
+
+def test_hung_worker_is_killed_and_replaced(own_broker):
+    b = own_broker({"worker.heartbeat.timeout.ms": 1000}).start()
+    (old,) = worker_pids(b)
+    os.kill(old, signal.SIGSTOP)
+    try:
+        new, took = wait_new_worker(b, old, timeout=10)
+    finally:
+        try:
+            os.kill(old, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert 0.8 < took < 5, f"hung worker replaced after {took:.1f}s"
+    assert b"no heartbeat" in b.log_path.read_bytes()
+    h.api_versions_v0(b.bootstrap)
+
+
+def test_worker_that_cannot_boot_stops_the_crash_loop(own_broker):
+    b = own_broker().start()
+    produce(b, "sup-broken", [b"v"])
+    assert b.stop() == 0
+    part = b.data_dir / "sup-broken-0"
+    shutil.rmtree(part)
+    part.write_text("not a partition directory\n")   # every boot of the worker fails here
+    b.write_config()
+    t0 = time.monotonic()
+    proc = subprocess.run(b.command(), cwd=b.workdir, capture_output=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(h.REPO_ROOT)})
+    took = time.monotonic() - t0
+    assert proc.returncode == 1, proc.stderr.decode()[-2000:]
+    assert b"worker 0 failed to boot 3 times in a row" in proc.stderr
+    assert took < 20
+
+
+def test_sighup_reloads_dynamic_config(own_broker, systemd):
+    from confluent_kafka.admin import ConfigResource, ResourceType
+    b = own_broker().start()
+    ready = systemd.wait_for("READY")
+    resource = ConfigResource(ResourceType.BROKER, "1")
+
+    admin = h.admin(b.bootstrap)
+
+    def retention():
+        res = admin.describe_configs([resource], request_timeout=15)
+        return res[resource].result(15)["log.retention.ms"].value
+
+    assert retention() != "1234567"
+    with open(b.config_path, "a") as f:
+        f.write("log.retention.ms=1234567\nnum.network.threads=7\n")
+    os.kill(b.proc.pid, signal.SIGHUP)
+    reloading = systemd.wait_for("RELOADING", after=ready + 1)
+    assert "MONOTONIC_USEC" in systemd.messages[reloading]
+    systemd.wait_for("READY", after=reloading)
+    assert retention() == "1234567"
+    assert b"config reloaded" in b.log_path.read_bytes()
+    assert b.is_alive()
+    assert b.stop() == 0
+
+
+def test_sigint_is_a_fast_stop(own_broker):
+    b = own_broker().start()
+    produce(b, "sup-int", [b"v"])
+    t0 = time.monotonic()
+    b.proc.send_signal(signal.SIGINT)
+    assert b.proc.wait(10) == 0
+    assert time.monotonic() - t0 < 5
+    b._reap_group()
+    b._finish()
+    assert (b.data_dir / "sup-int-0" / ".kafka_cleanshutdown").exists()
+
+
+def test_unit_file_keys():
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str
+    unit.read(UNIT)
+    svc = unit["Service"]
+    assert svc["Type"] == "notify"
+    assert svc["Restart"] == "on-failure"
+    assert int(svc["WatchdogSec"]) > 0
+    assert int(svc["TimeoutStopSec"]) > 30      # > worker.shutdown.timeout.ms default (30 s)
+    assert int(svc["LimitNOFILE"]) >= 65536
+    assert svc["KillMode"] == "mixed"
+    assert "-HUP $MAINPID" in svc["ExecReload"]
+    assert "serve" in svc["ExecStart"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_unit_file_passes_systemd_analyze_verify(tmp_path):
+    # verify checks that ExecStart's program exists: point it at this interpreter.
+    text = UNIT.read_text()
+    exe = re.search(r"^ExecStart=(\S+)", text, re.M).group(1)
+    unit = tmp_path / "mpbroker.service"
+    unit.write_text(text.replace(exe, sys.executable))
+    proc = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True,
+                          text=True, timeout=60)
+    problems = [l for l in (proc.stdout + proc.stderr).splitlines()
+                if "mpbroker.service" in l or "Unknown" in l]
+    assert proc.returncode == 0 and not problems, proc.stdout + proc.stderr
