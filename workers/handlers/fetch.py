@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-v17 (v0-v3 need magic 0/1 down-conversion: record-format issue).
+"""Fetch (key 1), v0-v17.
 
 Flow (Kafka's ReplicaManager.fetchMessages):
 1. Resolve the fetch session context (workers/fetch_session.py): which partitions this
@@ -13,16 +13,22 @@ Flow (Kafka's ReplicaManager.fetchMessages):
    (or a watched partition went away), or when `max_wait_ms` expires, and then reads
    again.
 
-Record data is never copied: a partition's `records` is a list of FileSlices sent with
-sendfile by the connection.
+Record data is never copied for v4+: a partition's `records` is a list of FileSlices
+sent with sendfile by the connection. v0-v3 fetchers read magic 0/1 message sets: the
+slices are read and down-converted (storage/convert.py: v0-v1 magic 0, v2-v3 magic 1;
+codec kept, zstd refused). Fetchers before v10 get UNSUPPORTED_COMPRESSION_TYPE from a
+topic with compression.type=zstd, as in Kafka.
 """
 from __future__ import annotations
 
 import asyncio
+import os
 
 from mpbroker.protocol.errors import ErrorCode
+from storage import convert
 from storage import errors as serr
 
+from storage.slices import FileSlice
 from workers.fetch_session import CachedPartition
 from workers.purgatory import DelayedOperation
 
@@ -55,12 +61,31 @@ def _requested_partitions(broker, req, version) -> tuple[list[CachedPartition], 
     return requested, forgotten, unknown_ids
 
 
+def _records_size(records) -> int:
+    if not records:
+        return 0
+    return sum(c.length if isinstance(c, FileSlice) else len(c) for c in records)
+
+
+def _read_slices(slices) -> bytes:
+    """The bytes of file slices (v0-v3 down-conversion only: v4+ uses sendfile)."""
+    out = []
+    for s in slices:
+        if s.fd >= 0:
+            out.append(os.pread(s.fd, s.length, s.position))
+        else:
+            with open(s.path, "rb") as f:
+                out.append(os.pread(f.fileno(), s.length, s.position))
+    return b"".join(out)
+
+
 class FetchPlan:
     """One request's partitions, and the logic to read them and build the response."""
 
     def __init__(self, broker, ctx, req, fctx, unknown_ids):
         self.broker = broker
         self.version = ctx.api_version
+        self.to_magic = convert.fetch_magic(self.version)   # 0/1 for v0-v3, None for v4+
         self.fctx = fctx
         self.unknown_ids = unknown_ids
         self.max_bytes = req.get("max_bytes", 0x7FFFFFFF)
@@ -76,7 +101,7 @@ class FetchPlan:
         budget = self.max_bytes
         for cp in self.fctx.partitions:
             data = self._read_one(cp, budget, min_one=(total == 0))
-            size = sum(s.length for s in data["records"]) if data["records"] else 0
+            size = _records_size(data["records"])
             total += size
             budget = max(0, budget - size)
             any_error = any_error or data["error_code"] != 0
@@ -89,7 +114,7 @@ class FetchPlan:
         data = {"partition_index": cp.partition, "error_code": 0, "high_watermark": -1,
                 "last_stable_offset": -1, "log_start_offset": -1,
                 "aborted_transactions": None if self.isolation_level == 0 else [],
-                "preferred_read_replica": -1, "records": None}
+                "preferred_read_replica": -1, "records": b""}
         if p is None:
             data["error_code"] = broker.partition_error(cp.topic, cp.partition)
             return data
@@ -100,6 +125,9 @@ class FetchPlan:
             data["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if cp.current_leader_epoch < p.leader_epoch
                                   else ErrorCode.UNKNOWN_LEADER_EPOCH)
             return data
+        if convert.fetch_zstd_refused(p.log.config, self.version):
+            data["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            return data
         limit = min(cp.max_bytes, budget)
         if limit <= 0 and not min_one:
             data["records"] = []
@@ -107,12 +135,17 @@ class FetchPlan:
         try:
             info = p.read(cp.fetch_offset, max(limit, 0), self.isolation_level,
                           min_one_batch=min_one)
+            if self.to_magic is not None and info.slices:
+                # v0-v3: no sendfile; read, down-convert, send the bytes (v4+ untouched)
+                data["records"] = [convert.down_convert(
+                    _read_slices(info.slices), self.to_magic, cp.fetch_offset, max(limit, 1))]
+            else:
+                data["records"] = info.slices
         except serr.StorageError as e:
             data["error_code"] = e.code
+            data["records"] = b""  # empty, never null: librdkafka rejects size -1 here
             return data
-        data["records"] = info.slices
-        n = sum(s.length for s in info.slices)
-        p.bytes_out += n
+        p.bytes_out += _records_size(data["records"])
         return data
 
     def response(self, results) -> dict:
@@ -137,7 +170,7 @@ class FetchPlan:
         for topic_id, parts in self.unknown_ids.items():
             responses.append({"topic_id": topic_id, "partitions": [
                 {"partition_index": i, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
-                 "high_watermark": -1, "records": None} for i in parts]})
+                 "high_watermark": -1, "records": b""} for i in parts]})
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": self.fctx.session_id,
                 "responses": responses}
 

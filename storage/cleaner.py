@@ -1,0 +1,336 @@
+"""Log compaction (`cleanup.policy=compact` / `compact,delete`) for one partition's log.
+
+What a pass does (Kafka's LogCleaner, one log at a time, run by the owning worker):
+
+1. Cleanable range: from the log start to the *first uncleanable offset*: the active
+   segment's base offset, or the base of the first segment younger than
+   `min.compaction.lag.ms`.  The active segment is never touched.
+2. Offset map: for the *dirty* part (from the cleaner checkpoint to the end of the
+   range) map `blake2b-128(key) -> latest offset`.  The map holds at most
+   `max_map_entries` keys (bounded memory, like Kafka's dedupe buffer); when it fills
+   up, this pass only cleans up to the offset where it filled.
+3. Rewrite: segments of the cleanable range, in groups whose total size fits in
+   `segment.bytes`, are copied into one `<base>.log.cleaned` segment keeping for each
+   key only its latest record (records above the map's range are all kept).  Offsets
+   never change: a batch keeps its base offset, last offset delta, producer id/epoch
+   and base sequence; its surviving records are re-encoded with the same codec, or
+   the batch bytes are copied as they are when nothing in it changes.  A batch left
+   without records is dropped, unless it is its producer's last batch (kept empty, so
+   the producer's sequence state survives, as Kafka does).
+4. Tombstones (null values): a batch holding a kept tombstone gets a *delete horizon*
+   (now + `delete.retention.ms`, stored in its base timestamp with attribute bit 6,
+   KIP-534) the first time it is cleaned; once that horizon has passed, a later pass
+   drops its tombstones.
+5. Swap: `Log.replace_segments` renames `.cleaned` -> `.swap` (synced), the old
+   segments -> `.deleted`, `.swap` -> `.log`; `Log.open` completes a swap a crash
+   interrupted.
+6. Checkpoint: `<partition dir>/cleaner-offset-checkpoint` (Kafka's offset checkpoint
+   format, one `topic partition offset` entry, written only by the owner) records the
+   first dirty offset for the next pass.
+
+Incremental: `clean_step(budget_ms)` does at most about `budget_ms` of work (a batch
+at a time) and returns, keeping its place, so the worker's event loop can interleave
+appends and fetches; appends never wait for a whole pass.  If retention or truncation
+removes a segment that a pass is working on, the pass is abandoned and restarts.
+
+Not yet: transactional data (aborted batches, markers) is kept as it is.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Callable
+
+from storage.batch import LOG_APPEND_TIME, BatchBuilder
+from storage.checkpoint import CheckpointError, OffsetCheckpoint
+from storage.index import INT32_MAX
+from storage.log import CLEANER_CHECKPOINT_FILE
+from storage.segment import CLEANED_SUFFIX, LogSegment
+
+
+def key_hash(key: bytes) -> bytes:
+    return hashlib.blake2b(key, digest_size=16).digest()
+
+
+class OffsetMap:
+    """key hash -> latest offset, at most `max_entries` keys."""
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self._map: dict[bytes, int] = {}
+        self.latest_offset = -1
+
+    def put(self, key: bytes, offset: int) -> bool:
+        """Record `offset` for `key`; False (nothing stored) when a new key would not fit."""
+        h = key_hash(key)
+        if h not in self._map and len(self._map) >= self.max_entries:
+            return False
+        self._map[h] = offset
+        self.latest_offset = max(self.latest_offset, offset)
+        return True
+
+    def get(self, key: bytes) -> int:
+        return self._map.get(key_hash(key), -1)
+
+    def __len__(self):
+        return len(self._map)
+
+
+class LogCleaner:
+    """Compaction of one `Log`; the log's owner calls `clean_step` from its loop."""
+
+    def __init__(self, log, *, max_map_entries: int = 1_000_000,
+                 timer: Callable[[], float] = time.monotonic):
+        self.log = log
+        self.max_map_entries = max_map_entries
+        self.timer = timer
+        self.checkpoint_file = OffsetCheckpoint(os.path.join(log.dir, CLEANER_CHECKPOINT_FILE))
+        self.first_dirty_offset = 0
+        self._load_checkpoint()
+        self._reset_pass()
+        self.passes_completed = 0
+
+    # -- scheduling -------------------------------------------------------------------
+
+    def _load_checkpoint(self) -> None:
+        """First dirty offset from the checkpoint (the log lowers it on truncation)."""
+        try:
+            stored = self.checkpoint_file.read().get((self.log.topic, self.log.partition))
+        except CheckpointError:
+            stored = None
+        if stored is not None:
+            self.first_dirty_offset = stored
+        if not self.log.log_start_offset <= self.first_dirty_offset <= self.log.log_end_offset:
+            self.first_dirty_offset = self.log.log_start_offset
+
+    def _reset_pass(self) -> None:
+        if getattr(self, "_out", None) is not None:
+            self._out.delete()
+        self._phase = "idle"
+        self._map = None
+        self._end = 0                   # first uncleanable offset of this pass
+        self._scan = None               # (segment index, position) while building the map
+        self._groups: list[list[LogSegment]] = []
+        self._group_pos = None          # (segment idx in group, position) while copying
+        self._out: LogSegment | None = None
+
+    def first_uncleanable_offset(self, now_ms: int) -> int:
+        log = self.log
+        end = log.active_segment.base_offset
+        lag = log.config.min_compaction_lag_ms
+        if lag > 0:
+            for seg in log.segments[:-1]:
+                if seg.largest_timestamp > now_ms - lag:
+                    end = min(end, seg.base_offset)
+                    break
+        return end
+
+    def dirty_ratio(self, now_ms: int) -> float:
+        end = self.first_uncleanable_offset(now_ms)
+        total = dirty = 0
+        for seg in self.log.segments:
+            if seg.base_offset >= end:
+                break
+            total += seg.size
+            if seg.read_next_offset() > self.first_dirty_offset:
+                dirty += seg.size
+        return dirty / total if total else 0.0
+
+    def needs_cleaning(self, now_ms: int | None = None) -> bool:
+        c = self.log.config
+        if not c.compact:
+            return False
+        now = self.log.clock() if now_ms is None else now_ms
+        if self.dirty_ratio(now) >= c.min_cleanable_dirty_ratio and self.dirty_ratio(now) > 0:
+            return True
+        first = self.log.segments[0]
+        return (len(self.log.segments) > 1 and first.read_next_offset() > self.first_dirty_offset
+                and now - first.largest_timestamp > c.max_compaction_lag_ms)
+
+    def clean_step(self, budget_ms: float = 5.0) -> bool:
+        """Work for about `budget_ms`; True while a pass is in progress."""
+        deadline = self.timer() + budget_ms / 1000.0
+        if self._phase == "idle":
+            self._load_checkpoint()
+            if not self.needs_cleaning():
+                return False
+            self._start_pass()
+        while self.timer() < deadline and self._phase != "idle":
+            if not self._segments_still_there():
+                self._reset_pass()
+                return False
+            if self._phase == "map":
+                self._map_step(deadline)
+            elif self._phase == "copy":
+                self._copy_step(deadline)
+        return self._phase != "idle"
+
+    def clean_all(self) -> None:
+        """One whole pass (tests, offline tools)."""
+        if self._phase == "idle" and not self.needs_cleaning():
+            return
+        while self.clean_step(1000.0):
+            pass
+
+    # -- pass phases ------------------------------------------------------------------
+
+    def _start_pass(self) -> None:
+        log = self.log
+        self._end = self.first_uncleanable_offset(log.clock())
+        self._map = OffsetMap(self.max_map_entries)
+        start = max(self.first_dirty_offset, log.log_start_offset)
+        idx = max(0, log._segment_index(start))
+        self._segs = [s for s in log.segments if s.base_offset < self._end]
+        self._scan = (idx, 0)
+        self._map_end = self._end
+        self._phase = "map"
+
+    def _segments_still_there(self) -> bool:
+        present = {id(s) for s in self.log.segments}
+        return all(id(s) in present for s in self._segs) and not self.log.closed
+
+    def _map_step(self, deadline: float) -> None:
+        i, pos = self._scan
+        start = max(self.first_dirty_offset, self.log.log_start_offset)
+        while i < len(self._segs):
+            seg = self._segs[i]
+            for batch in seg.iter_batches(pos):
+                if batch.base_offset >= self._end:
+                    break
+                if batch.last_offset >= start and not batch.is_control:
+                    if not self._map_batch(batch):
+                        self._map_end = batch.base_offset      # map full: stop here
+                        self._begin_copy()
+                        return
+                pos += batch.size
+                if self.timer() >= deadline:
+                    self._scan = (i, pos)
+                    return
+            i, pos = i + 1, 0
+        self._begin_copy()
+
+    def _map_batch(self, batch) -> bool:
+        records = list(batch.records())
+        for r in records:
+            if r.key is not None and r.offset >= self.log.log_start_offset:
+                if not self._map.put(r.key, r.offset):
+                    return False
+        return True
+
+    def _begin_copy(self) -> None:
+        groups, cur, size = [], [], 0
+        limit = self.log.config.segment_bytes
+        for seg in self._segs:
+            if seg.base_offset >= self._map_end and seg.base_offset >= self._end:
+                break
+            fits = cur and size + seg.size <= limit and \
+                seg.read_next_offset() - 1 - cur[0].base_offset <= INT32_MAX
+            if cur and not fits:
+                groups.append(cur)
+                cur, size = [], 0
+            cur.append(seg)
+            size += seg.size
+        if cur:
+            groups.append(cur)
+        self._groups = groups
+        self._group_pos = None
+        self._phase = "copy"
+        self._now = self.log.clock()
+
+    def _copy_step(self, deadline: float) -> None:
+        while self._groups:
+            group = self._groups[0]
+            if self._group_pos is None:
+                cap = max(1, sum(s.size for s in group))
+                c = self.log.config
+                path = os.path.join(self.log.dir, f"{group[0].base_offset:020d}.log{CLEANED_SUFFIX}")
+                if os.path.exists(path):
+                    os.unlink(path)
+                self._out = LogSegment(self.log.dir, group[0].base_offset, capacity=cap,
+                                       index_interval_bytes=c.index_interval_bytes,
+                                       max_index_size=max(c.segment_index_bytes, 8),
+                                       created_ms=self._now, active=True, suffix=CLEANED_SUFFIX)
+                self._group_pos = (0, 0)
+            si, pos = self._group_pos
+            while si < len(group):
+                for batch in group[si].iter_batches(pos):
+                    self._copy_batch(batch)
+                    pos += batch.size
+                    if self.timer() >= deadline:
+                        self._group_pos = (si, pos)
+                        return
+                si, pos = si + 1, 0
+            self._finish_group(group)
+        self._finish_pass()
+
+    def _finish_group(self, group) -> None:
+        out = self._out
+        out.on_become_inactive()
+        self.log.replace_segments(group, out)
+        self._segs = [s for s in self._segs if s not in group]
+        self._out = None
+        self._groups.pop(0)
+        self._group_pos = None
+
+    def _finish_pass(self) -> None:
+        self.first_dirty_offset = min(self._map_end, self._end)
+        self.checkpoint_file.write({(self.log.topic, self.log.partition): self.first_dirty_offset})
+        self._segs = []
+        self._reset_pass()
+        self.passes_completed += 1
+
+    # -- filtering one batch ----------------------------------------------------------
+
+    def _copy_batch(self, batch) -> None:
+        if batch.is_control:
+            self._write(batch)
+            return
+        if batch.last_offset < self.log.log_start_offset:
+            return
+        horizon = batch.delete_horizon_ms
+        drop_tombstones = horizon is not None and self._now >= horizon
+        records = list(batch.records())
+        kept = []
+        for r in records:
+            if r.offset < self.log.log_start_offset:
+                continue
+            if r.key is not None and r.offset < self._map_end and self._map.get(r.key) > r.offset:
+                continue
+            if r.value is None and drop_tombstones:
+                continue
+            kept.append(r)
+        has_tombstone = any(r.value is None for r in kept)
+        new_horizon = horizon
+        if has_tombstone and horizon is None:
+            new_horizon = self._now + self.log.config.delete_retention_ms
+        if len(kept) == len(records) and new_horizon == horizon:
+            self._write(batch)
+            return
+        if not kept and not self._is_producers_last_batch(batch):
+            return
+        b = BatchBuilder(batch.base_offset, compression=batch.compression,
+                         timestamp_type=batch.timestamp_type,
+                         log_append_time_ms=batch.max_timestamp
+                         if batch.timestamp_type == LOG_APPEND_TIME else None,
+                         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                         base_sequence=batch.base_sequence,
+                         is_transactional=batch.is_transactional,
+                         partition_leader_epoch=batch.partition_leader_epoch,
+                         delete_horizon_ms=new_horizon if has_tombstone else None)
+        for r in kept:
+            b.append(r.key, r.value, r.headers, timestamp=r.timestamp, offset=r.offset)
+        data = b.build(last_offset_delta=batch.last_offset_delta)
+        self._out.append(batch.last_offset, max([r.timestamp for r in kept], default=-1),
+                         batch.last_offset, data)
+
+    def _write(self, batch) -> None:
+        """Copy the batch bytes unchanged."""
+        self._out.append(batch.last_offset, batch.max_timestamp, batch.last_offset,
+                         batch.buffer[:batch.size])
+
+    def _is_producers_last_batch(self, batch) -> bool:
+        if not batch.has_producer_id:
+            return False
+        e = self.log.producer_state.last_entry(batch.producer_id)
+        return e is not None and e.last_offset == batch.last_offset

@@ -1,0 +1,913 @@
+"""The log of one partition: ordered segments, offsets, retention, recovery.
+
+Directory `<log.dirs>/<topic>-<partition>/`, written only by the worker that owns the
+partition (one writer process; other processes only read `.log` files by path):
+
+    <base>.log / .index / .timeindex        segments (storage/segment.py)
+    <base>.log.deleted ...                  removed by retention/truncation, unlinked
+                                            after `file.delete.delay.ms` (or on open)
+    <offset>.snapshot                       producer state (storage/producer_state.py)
+    leader-epoch-checkpoint                 storage/epoch_cache.py
+    recovery-point-offset-checkpoint        \\
+    log-start-offset-checkpoint              > storage/checkpoint.py (per partition)
+    replication-offset-checkpoint (HW)      /
+    .kafka_cleanshutdown                    clean-shutdown marker (per partition)
+    partition.metadata                      "version: 0\\ntopic_id: <base64 uuid>\\n"
+
+Offsets.  `log_start_offset <= high_watermark <= log_end_offset` always (asserted
+after every change); batch offsets strictly increase across segments; a segment's base
+offset is <= its first batch's offset and > the previous segment's last offset.
+
+Appends (`append`): each batch is framed, CRC-checked and (leader appends) checked
+against the client rules; the idempotent producer state decides duplicate / out of
+order / fenced; then the base offset, the partition leader epoch and, with
+`message.timestamp.type=LogAppendTime`, the timestamp are written *in place* in the
+caller's buffer, and the bytes are copied once into the active segment's map.
+Follower appends (`assign_offsets=False`) keep the leader's offsets and epochs and
+must not go backwards.  The active segment rolls on `segment.bytes`, `segment.ms`
+(+jitter), a full index, or an offset that does not fit the int32 relative range.
+
+Reads (`read`) return `FileSlice`s of whole batches, at least one batch when
+`min_one_batch` even past `max_bytes`, and never a batch at or past `max_offset`.
+
+Durability.  Appends land in the page cache (the map).  `flush()` msyncs/fsyncs the
+segments past the recovery point and moves the recovery point to the log end; the
+flush policy is `flush.messages` / `flush.ms` (`maybe_flush(now_ms)`).
+`close(clean=True)` flushes, snapshots the producer state, trims the active segment,
+writes the checkpoints and the clean-shutdown marker.  `Log.open` without the marker
+recovers every segment from the one holding the recovery point: CRC-validated batch
+by batch, torn tails and preallocated zeros cut, indexes rebuilt; segments after a
+corrupt one are dropped.  A missing or insane index is rebuilt in any case.
+
+Retention (`enforce_retention(now_ms)`): whole segments, oldest first, only below the
+high watermark, by `retention.ms` (segment's largest timestamp), `retention.bytes`, and
+the log start offset (DeleteRecords).  Removed segments are renamed `*.deleted`
+(their fds stay open, so slices already handed out stay valid in this process) and
+unlinked `file.delete.delay.ms` later; a reader in another process that opens the old
+path after the rename gets ENOENT and must refetch.
+"""
+from __future__ import annotations
+
+import base64
+import bisect
+import os
+import shutil
+import time
+from dataclasses import dataclass, fields
+from typing import Callable, NamedTuple
+
+from storage.batch import LOG_APPEND_TIME, MAGIC, iter_batches
+from storage.checkpoint import (CheckpointError, OffsetCheckpoint, PartitionCheckpoints,
+                               atomic_write, fsync_dir)
+from storage.epoch_cache import LeaderEpochCache
+from storage.errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
+                            MessageTooLargeError, OffsetOutOfRangeError,
+                            RecordBatchTooLargeError, StorageError)
+from storage.index import INT32_MAX, CorruptIndexError
+from storage.producer_state import ProducerStateManager
+from storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, LogSegment,
+                             parse_base_offset)
+from storage.slices import FileSlice
+
+LONG_MAX = 2**63 - 1
+PARTITION_METADATA_FILE = "partition.metadata"
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"     # written by storage/cleaner.py
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+def _default_clock() -> int:
+    return int(time.time() * 1000)
+
+
+class InconsistentTopicIdError(StorageError):
+    """INCONSISTENT_TOPIC_ID (103): partition.metadata holds another topic id."""
+
+    code = 103
+
+
+@dataclass
+class LogConfig:
+    """Topic-level log settings; field = Kafka topic config name with '.' -> '_'."""
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    file_delete_delay_ms: int = 60_000
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    max_message_bytes: int = 1024 * 1024 + 12
+    producer_id_expiration_ms: int = 24 * 3600 * 1000
+    # record formats (storage/convert.py): broker-side recompression, legacy timestamp bound
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    message_timestamp_difference_max_ms: int = LONG_MAX
+
+    @classmethod
+    def from_properties(cls, props: dict, base: "LogConfig | None" = None) -> "LogConfig":
+        """Build from Kafka topic config names (`segment.bytes`, ...); unknown keys ignored.
+
+        Broker-level `log.`-prefixed names (`log.segment.bytes`, `log.retention.ms`,
+        `log.flush.interval.messages`, ...) are accepted too.
+        """
+        values = dict(vars(base)) if base else {}
+        names = {f.name: f for f in fields(cls)}
+        aliases = {"log.flush.interval.messages": "flush_messages",
+                   "log.flush.interval.ms": "flush_ms", "log.roll.ms": "segment_ms",
+                   "log.roll.jitter.ms": "segment_jitter_ms",
+                   "log.index.size.max.bytes": "segment_index_bytes",
+                   "message.max.bytes": "max_message_bytes",
+                   "log.message.timestamp.type": "message_timestamp_type",
+                   "log.cleaner.delete.retention.ms": "delete_retention_ms",
+                   "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
+                   "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
+                   "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
+                   "log.segment.delete.delay.ms": "file_delete_delay_ms"}
+        for key, raw in props.items():
+            name = aliases.get(key)
+            if name is None:
+                k = key[4:] if key.startswith("log.") else key
+                name = k.replace(".", "_")
+            f = names.get(name)
+            if f is None:
+                continue
+            if f.type in ("int", int):
+                values[name] = int(raw)
+            elif f.type in ("float", float):
+                values[name] = float(raw)
+            else:
+                values[name] = str(raw)
+        return cls(**values)
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool
+    record_count: int
+
+
+class ReadInfo(NamedTuple):
+    slices: list
+    first_offset: int
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    topic, sep, part = name.rpartition("-")
+    if sep and part.isdigit() and topic:
+        return topic, int(part)
+    return name, 0
+
+
+class Log:
+    """One partition's log. Use `Log.open`. Single-threaded, one owner process."""
+
+    def __init__(self, dir_path: str, config: LogConfig, clock: Callable[[], int]):
+        self.dir = dir_path
+        self.config = config
+        self.clock = clock
+        self.topic, self.partition = parse_partition_dir(os.path.basename(dir_path.rstrip("/")))
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.next_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.topic_id: bytes | None = None
+        self.epoch_cache = LeaderEpochCache(dir_path)
+        self.producer_state = ProducerStateManager(dir_path, config.producer_id_expiration_ms)
+        self.checkpoints = PartitionCheckpoints(dir_path, self.topic, self.partition)
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._unflushed_messages = 0
+        self.last_flush_ms = clock()
+        self.closed = False
+        self.recovered_bytes_truncated = 0      # for tests and metrics
+
+    # ================================================================= opening
+
+    @classmethod
+    def open(cls, dir_path: str, config: LogConfig | None = None,
+             clock: Callable[[], int] | None = None, *, topic_id: bytes | None = None) -> "Log":
+        os.makedirs(dir_path, exist_ok=True)
+        log = cls(dir_path, config or LogConfig(), clock or _default_clock)
+        log._load(topic_id)
+        return log
+
+    def _load(self, topic_id) -> None:
+        values = self.checkpoints.read()
+        clean = self.checkpoints.had_clean_shutdown()
+        self._remove_temporary_files()
+        self._complete_swaps()
+        self._open_segments(values.get("log_start_offset", 0))
+        if not clean:
+            self._recover(values.get("recovery_point", 0))
+        else:
+            self._rebuild_bad_indexes()
+        last = self.active_segment
+        last.make_active(max(self.config.segment_bytes, last.size))
+        # The log start never moves back; data below it may be gone (an emptied segment
+        # reads as "next offset = base"), so the log end is at least the log start.
+        self.log_start_offset = max(values.get("log_start_offset", 0),
+                                    self.segments[0].base_offset)
+        self.next_offset = max(last.read_next_offset(), self.log_start_offset)
+        self.epoch_cache.truncate_from_end(self.next_offset)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        self._rebuild_producer_state()
+        if not clean:
+            # what recovery kept is durable before the recovery point moves past it
+            for seg in self.segments[self._segment_index(values.get("recovery_point", 0)):]:
+                seg.flush()
+        self.recovery_point = self.next_offset
+        self.high_watermark = min(max(values.get("high_watermark", self.log_start_offset),
+                                      self.log_start_offset), self.next_offset)
+        self.checkpoints.clear_clean_shutdown()
+        self.checkpoint()
+        self._load_topic_id(topic_id)
+        self._check_invariants()
+
+    def _remove_temporary_files(self) -> None:
+        for name in os.listdir(self.dir):
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+                os.unlink(os.path.join(self.dir, name))
+
+    def _complete_swaps(self) -> None:
+        """Finish a compaction swap that a crash interrupted (see storage/cleaner.py).
+
+        A `.log.swap` file exists only once the cleaned segment was fully written and
+        synced, so it wins: the old segments it covers are deleted, the suffix dropped.
+        """
+        for name in sorted(os.listdir(self.dir)):
+            if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            base = parse_base_offset(name)
+            for suffix in (".index", ".timeindex", ".txnindex"):
+                p = os.path.join(self.dir, name.split(".")[0] + suffix + SWAP_SUFFIX)
+                if os.path.exists(p):
+                    os.unlink(p)    # rebuilt below
+            seg = self._new_segment(base, active=False, suffix=SWAP_SUFFIX)
+            seg.recover()
+            end = seg.read_next_offset()
+            for other in os.listdir(self.dir):
+                ob = parse_base_offset(other)
+                if ob is not None and ob != base and base <= ob < end and \
+                        not other.endswith(SWAP_SUFFIX):
+                    os.unlink(os.path.join(self.dir, other))
+            for other in os.listdir(self.dir):
+                if parse_base_offset(other) == base and not other.endswith(SWAP_SUFFIX) \
+                        and not other.endswith(".snapshot"):
+                    os.unlink(os.path.join(self.dir, other))
+            seg.rename_suffix("")
+            seg.close()
+
+    def _new_segment(self, base: int, *, active: bool, suffix: str = "",
+                     capacity: int | None = None) -> LogSegment:
+        c = self.config
+        return LogSegment(self.dir, base, capacity=capacity or c.segment_bytes,
+                          index_interval_bytes=c.index_interval_bytes,
+                          max_index_size=c.segment_index_bytes, created_ms=self.clock(),
+                          active=active, suffix=suffix)
+
+    def _open_segments(self, log_start: int) -> None:
+        bases = sorted(b for b in (parse_base_offset(n) for n in os.listdir(self.dir)
+                                   if n.endswith(LOG_SUFFIX)) if b is not None)
+        for b in bases:
+            self._add_segment(self._new_segment(b, active=False))
+        if not self.segments:
+            self._add_segment(self._new_segment(log_start, active=False))
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        assert not self._bases or seg.base_offset > self._bases[-1], (seg, self._bases)
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _recover(self, recovery_point: int) -> None:
+        """Validate segments from the one holding `recovery_point`; cut at corruption."""
+        start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        for i, seg in enumerate(self.segments):
+            if i < start and not seg.index_needs_rebuild:
+                # flushed data is trusted (as in Kafka), its indexes get a full check
+                try:
+                    seg.index.check_monotonic_fast(seg.size)
+                    seg.time_index.check_monotonic_fast()
+                    continue
+                except CorruptIndexError:
+                    seg.index_needs_rebuild = True
+            truncated = seg.recover(epoch_cache=self.epoch_cache if i >= start else None)
+            self.recovered_bytes_truncated += truncated
+            # past the recovery point an inactive segment was trimmed at roll: a cut
+            # there means a torn write, and nothing after it can be trusted
+            if truncated and i >= start and i + 1 < len(self.segments):
+                for later in self.segments[i + 1:]:
+                    later.delete()
+                del self.segments[i + 1:]
+                del self._bases[i + 1:]
+                break
+
+    def _rebuild_bad_indexes(self) -> None:
+        """Clean shutdown: trust the data, but rebuild missing/insane indexes, and check
+        that the last segment ends exactly at its file length (else recover it)."""
+        for seg in self.segments:
+            if seg.index_needs_rebuild:
+                seg.recover()
+        last = self.active_segment
+        _, pos = last.index.lookup(LONG_MAX)
+        end = pos
+        for b in last.iter_positions(pos):
+            end = b.position + b.size
+        if end != last.size:
+            self.recovered_bytes_truncated += last.recover(epoch_cache=self.epoch_cache)
+
+    def _rebuild_producer_state(self) -> None:
+        start = self.producer_state.truncate_and_reload(self.log_start_offset, self.next_offset,
+                                                        self.clock())
+        self._replay_producer_state(start, self.next_offset)
+        self.producer_state.remove_expired_producers(self.clock())
+
+    def _replay_producer_state(self, start: int, end: int) -> None:
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for seg in self.segments[i:]:
+            first = seg.translate_offset(start)
+            if first is None:
+                continue
+            for batch in seg.iter_batches(first.position):
+                if batch.base_offset >= end:
+                    break
+                if batch.base_offset >= start:
+                    self.producer_state.apply_batch(batch)
+        self.producer_state.map_end_offset = end
+
+    def _load_topic_id(self, topic_id: bytes | None) -> None:
+        path = os.path.join(self.dir, PARTITION_METADATA_FILE)
+        stored = None
+        if os.path.exists(path):
+            with open(path, "r", encoding="utf-8") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key.strip() == "topic_id":
+                        v = value.strip()
+                        stored = base64.urlsafe_b64decode(v + "=" * (-len(v) % 4))
+        if topic_id is not None and stored is not None and stored != topic_id:
+            raise InconsistentTopicIdError(f"{self.dir}: topic id differs from partition.metadata")
+        if topic_id is not None and stored is None:
+            self.write_topic_id(topic_id)
+        self.topic_id = stored if stored is not None else topic_id
+
+    def write_topic_id(self, topic_id: bytes) -> None:
+        """Write `partition.metadata` (Kafka's format: base64url uuid, no padding)."""
+        text = base64.urlsafe_b64encode(topic_id).decode().rstrip("=")
+        atomic_write(os.path.join(self.dir, PARTITION_METADATA_FILE),
+                     f"version: 0\ntopic_id: {text}\n".encode())
+        self.topic_id = topic_id
+
+    # ================================================================= properties
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def _check_invariants(self) -> None:
+        assert self.log_start_offset <= self.high_watermark <= self.next_offset, \
+            (self.log_start_offset, self.high_watermark, self.next_offset)
+        assert self.segments[0].base_offset <= self.log_start_offset, \
+            (self.segments[0].base_offset, self.log_start_offset)
+        assert self.recovery_point <= self.next_offset
+        assert self.active_segment.base_offset <= self.next_offset
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StorageError(f"log {self.dir} is closed")
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (clamped to [log start, log end]); returns it."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.next_offset)
+        self._check_invariants()
+        return self.high_watermark
+
+    # ================================================================= append
+
+    def append(self, records, leader_epoch: int = -1, *, validate: bool = True,
+               assign_offsets: bool = True) -> AppendInfo:
+        """Append whole batches; see the module docstring. Raises StorageError subclasses.
+
+        `assign_offsets=False` is the follower path: batches keep their offsets and
+        partition leader epochs, must start at or after the log end offset, and skip
+        the producer sequence checks (the leader made them).
+        """
+        self._check_open()
+        mv = records if isinstance(records, memoryview) else memoryview(records)
+        if mv.ndim != 1 or mv.itemsize != 1:
+            mv = mv.cast("B")
+        if mv.readonly and assign_offsets:
+            mv = memoryview(bytearray(mv))
+        batches = list(iter_batches(mv))
+        if not batches:
+            return AppendInfo(-1, -1, -1, self.log_start_offset, False, 0)
+        now = self.clock()
+        self._validate_batches(batches, len(mv), now, assign_offsets, validate)
+        pinfo = None                # producer state staging, only for idempotent batches
+        next_offset = self.next_offset
+        log_append_time = now if self.config.log_append_time and assign_offsets else -1
+        max_ts, offset_of_max_ts, count = -1, -1, 0
+        first_offset = None
+        for b in batches:
+            h = b.header()          # one unpack instead of a property per field
+            if h.producer_id >= 0 and pinfo is None:
+                pinfo = self.producer_state.prepare_append(validate=assign_offsets)
+            if assign_offsets:
+                if h.producer_id >= 0:
+                    dup = pinfo.find_duplicate(b)
+                    if dup is not None:
+                        return AppendInfo(dup.first_offset, dup.last_offset, -1,
+                                          self.log_start_offset, True, h.record_count)
+                    pinfo.check(b)
+                b.set_base_offset(next_offset)
+                b.set_partition_leader_epoch(leader_epoch)
+                base = next_offset
+                if log_append_time >= 0:
+                    b.set_log_append_time(log_append_time)
+            else:
+                base = h.base_offset
+                if base < next_offset:
+                    raise InvalidOffsetError(f"{self.dir}: follower append at {base}"
+                                             f" below log end {next_offset}")
+            if first_offset is None:
+                first_offset = base
+            last = base + h.last_offset_delta
+            ts = log_append_time if log_append_time >= 0 else h.max_timestamp
+            if ts > max_ts:
+                max_ts, offset_of_max_ts = ts, last
+            if pinfo is not None:
+                pinfo.update(b, base, last)
+            count += h.record_count
+            next_offset = last + 1
+        last_offset = next_offset - 1
+        if last_offset - first_offset > INT32_MAX:
+            raise InvalidRecordError("append spans more than the int32 relative offset range")
+        segment = self._maybe_roll_for(len(mv), max_ts, last_offset, first_offset, now)
+        segment.append(last_offset, max_ts, offset_of_max_ts, mv)
+        self._record_epochs(batches, leader_epoch, first_offset, assign_offsets)
+        if pinfo is not None:
+            self.producer_state.commit(pinfo, next_offset)
+        self.producer_state.map_end_offset = next_offset
+        assert next_offset > self.next_offset >= self.high_watermark, "offsets went backwards"
+        self.next_offset = next_offset
+        self._unflushed_messages += count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(first_offset, last_offset, log_append_time, self.log_start_offset,
+                          False, count)
+
+    def _validate_batches(self, batches, total: int, now: int, from_client: bool,
+                          validate: bool) -> None:
+        c = self.config
+        if total > c.segment_bytes:
+            raise RecordBatchTooLargeError(f"{total} bytes exceed segment.bytes {c.segment_bytes}")
+        for b in batches:
+            if b.magic != MAGIC:
+                raise InvalidRecordError(f"magic {b.magic}: only v2 batches are stored")
+            if validate:
+                b.validate(from_client=from_client)
+            if b.size > c.max_message_bytes:
+                raise MessageTooLargeError(f"batch of {b.size} bytes exceeds max.message.bytes"
+                                           f" {c.max_message_bytes}")
+            if from_client and b.timestamp_type != LOG_APPEND_TIME and not c.log_append_time:
+                self._check_timestamp(b.max_timestamp, now)
+            if from_client and c.compact:
+                # one walk; Kafka answers one record error per keyless record (Produce v8+)
+                keyless = [i for i, r in enumerate(b.records()) if r.key is None]
+                if keyless:
+                    msg = "compacted topic cannot accept a record without key"
+                    raise InvalidRecordError(msg, [(i, msg) for i in keyless])
+
+    def _check_timestamp(self, ts: int, now: int) -> None:
+        c = self.config
+        if ts < 0:
+            return
+        # Kafka 3.6+: before/after.max.ms when set, else the deprecated difference.max.ms
+        diff = c.message_timestamp_difference_max_ms
+        before = c.message_timestamp_before_max_ms
+        after = c.message_timestamp_after_max_ms
+        if now - ts > (diff if before == LONG_MAX else before) or \
+                ts - now > (diff if after == LONG_MAX else after):
+            raise InvalidTimestampError(f"timestamp {ts} out of range at {now}")
+
+    def _record_epochs(self, batches, leader_epoch, first_offset, assigned: bool) -> None:
+        if assigned:
+            if leader_epoch >= 0:
+                self.epoch_cache.assign(leader_epoch, first_offset)
+            return
+        for b in batches:
+            if b.partition_leader_epoch >= 0:
+                self.epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
+
+    # ================================================================= rolling
+
+    def _maybe_roll_for(self, size: int, max_ts: int, max_offset: int, first_offset: int,
+                        now: int) -> LogSegment:
+        seg = self.active_segment
+        c = self.config
+        if seg.should_roll(messages_size=size, max_timestamp_in_messages=max_ts,
+                           max_offset_in_messages=max_offset, now_ms=now,
+                           segment_bytes=c.segment_bytes, segment_ms=c.segment_ms,
+                           roll_jitter_ms=c.segment_jitter_ms):
+            return self.roll(first_offset)
+        return seg
+
+    def maybe_roll(self, now_ms: int | None = None) -> bool:
+        """Roll a non-empty active segment older than `segment.ms` (idle partitions)."""
+        now = self.clock() if now_ms is None else now_ms
+        seg = self.active_segment
+        if seg.size and seg.time_waited_for_roll(now, now) > \
+                self.config.segment_ms - self.config.segment_jitter_ms:
+            self.roll()
+            return True
+        return False
+
+    def roll(self, new_base: int | None = None) -> LogSegment:
+        """Close the active segment for appends and start one at `new_base` (>= LEO)."""
+        self._check_open()
+        new_base = self.next_offset if new_base is None else max(new_base, self.next_offset)
+        old = self.active_segment
+        if old.size == 0 and old.base_offset == new_base:
+            old.make_active(max(self.config.segment_bytes, old.size))
+            return old
+        if new_base <= old.base_offset:
+            raise InvalidOffsetError(f"roll to {new_base} <= active base {old.base_offset}")
+        self.producer_state.take_snapshot(self.next_offset)
+        old.on_become_inactive()
+        seg = self._new_segment(new_base, active=True)
+        self._add_segment(seg)
+        return seg
+
+    # ================================================================= reading
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadInfo:
+        """Slices of whole batches from the batch holding `offset`.
+
+        `max_offset` is exclusive (e.g. the high watermark): batches whose last offset
+        is >= it are not returned.  OffsetOutOfRangeError outside [log start, log end].
+        """
+        self._check_open()
+        if offset < self.log_start_offset or offset > self.next_offset:
+            raise OffsetOutOfRangeError(f"offset {offset} not in [{self.log_start_offset},"
+                                        f" {self.next_offset}] of {self.dir}")
+        if offset == self.next_offset or (max_offset is not None and offset >= max_offset):
+            return ReadInfo([], offset)
+        slices: list[FileSlice] = []
+        first = None
+        remaining = max_bytes
+        for seg in self.segments[self._segment_index(offset):]:
+            if max_offset is not None and seg.base_offset >= max_offset:
+                break
+            max_pos = None
+            if max_offset is not None:
+                bound = seg.translate_offset(max_offset)
+                max_pos = bound.position if bound is not None else None
+            r = seg.read(offset, remaining, max_pos, min_one_batch and not slices)
+            if r is None:
+                if slices:
+                    break
+                continue
+            sl, base = r
+            slices.append(sl)
+            first = base if first is None else first
+            remaining -= sl.length
+            if remaining <= 0 or sl.position + sl.length < seg.size:
+                break
+        return ReadInfo(slices, offset if first is None else first)
+
+    def read_records_bytes(self, offset: int, max_bytes: int = LONG_MAX,
+                           max_offset: int | None = None) -> bytes:
+        """The bytes `read` would send (tests, internal readers); copies."""
+        info = self.read(offset, max_bytes, max_offset)
+        return b"".join(os.pread(s.fd, s.length, s.position) for s in info.slices)
+
+    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ts_ms, or None.
+
+        Kafka's special values: -2 earliest -> (log start, -1); -1 latest -> (log end,
+        -1) (the partition layer bounds it by the high watermark / LSO for consumers);
+        -3 max timestamp -> `max_timestamp_offset()`.
+        """
+        self._check_open()
+        if ts_ms == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if ts_ms == LATEST_TIMESTAMP:
+            return self.next_offset, -1
+        if ts_ms == MAX_TIMESTAMP:
+            return self.max_timestamp_offset()
+        for seg in self.segments[self._segment_index(self.log_start_offset):]:
+            if seg.max_timestamp_so_far >= ts_ms:
+                found = seg.find_offset_by_timestamp(ts_ms, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (first if tied)."""
+        best = None
+        for seg in self.segments:
+            if seg.max_timestamp_so_far >= 0 and (best is None or
+                                                  seg.max_timestamp_so_far > best.max_timestamp_so_far):
+                best = seg
+        if best is None:
+            return None
+        found = best.find_offset_by_timestamp(best.max_timestamp_so_far, self.log_start_offset)
+        return found
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when unknown."""
+        return self.epoch_cache.end_offset_for(epoch, self.next_offset)
+
+    # ================================================================= deletion
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (-1 = high watermark).
+
+        OffsetOutOfRangeError past the high watermark.  Segments wholly below the new
+        start are removed at once.  Returns the log start offset.
+        """
+        self._check_open()
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRangeError(f"cannot delete records before {offset}: high watermark"
+                                        f" is {self.high_watermark}")
+        if offset > self.log_start_offset:
+            self._set_log_start(offset)
+            self._delete_segments(self._start_breached_count(), self.clock())
+            self.checkpoints.write(log_start_offset=self.log_start_offset)
+        self._check_invariants()
+        return self.log_start_offset
+
+    def _set_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        self.producer_state.on_log_start_offset_incremented(offset)
+
+    def _start_breached_count(self) -> int:
+        n = 0
+        for seg, nxt in zip(self.segments, self.segments[1:]):
+            if nxt.base_offset > self.log_start_offset:
+                break
+            n += 1
+        return n
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete old segments by retention.ms / retention.bytes / log start; count."""
+        self._check_open()
+        now = self.clock() if now_ms is None else now_ms
+        self.delete_expired_files(now)
+        deleted = 0
+        c = self.config
+        if c.delete and c.retention_ms >= 0:
+            deleted += self._delete_segments(self._deletable(
+                lambda seg, _: now - seg.largest_timestamp > c.retention_ms), now)
+        if c.delete and c.retention_bytes >= 0:
+            excess = self.size_bytes - c.retention_bytes
+
+            def over(seg, _):
+                nonlocal excess
+                if excess - seg.size >= 0:
+                    excess -= seg.size
+                    return True
+                return False
+            deleted += self._delete_segments(self._deletable(over), now)
+        deleted += self._delete_segments(self._start_breached_count(), now)
+        self._check_invariants()
+        return deleted
+
+    def _deletable(self, predicate) -> int:
+        """How many oldest segments match, bounded by the high watermark."""
+        n = 0
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = nxt.base_offset if nxt else self.next_offset
+            if upper > self.high_watermark or (nxt is None and seg.size == 0):
+                break
+            if not predicate(seg, nxt):
+                break
+            n += 1
+        return n
+
+    def _delete_segments(self, n: int, now: int) -> int:
+        if n <= 0:
+            return 0
+        if n >= len(self.segments):
+            self.roll()
+            n = len(self.segments) - 1
+        doomed = self.segments[:n]
+        del self.segments[:n]
+        del self._bases[:n]
+        for seg in doomed:
+            seg.rename_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        if self.segments[0].base_offset > self.log_start_offset:
+            self._set_log_start(self.segments[0].base_offset)
+            if self.high_watermark < self.log_start_offset:
+                self.high_watermark = self.log_start_offset
+        self.producer_state.delete_snapshots_before(self.segments[0].base_offset,
+                                                    keep_latest=True)
+        self.delete_expired_files(now)
+        return n
+
+    def delete_expired_files(self, now_ms: int) -> int:
+        """Unlink `.deleted` segments whose `file.delete.delay.ms` has passed."""
+        due = [(t, s) for t, s in self._pending_deletes if t <= now_ms]
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now_ms]
+        for _, seg in due:
+            seg.delete()
+        return len(due)
+
+    # ================================================================= truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: drop every batch holding an offset >= `offset`.
+
+        The log end lands on the batch boundary at or below `offset` (Kafka sets it to
+        `offset` itself; both are the same for the batch-aligned offsets followers use).
+        Returns True when anything was removed.
+        """
+        self._check_open()
+        if offset < 0:
+            raise InvalidOffsetError(f"cannot truncate to {offset}")
+        if offset >= self.next_offset:
+            return False
+        if offset < self.log_start_offset or offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        now = self.clock()
+        i = self._segment_index(offset)
+        later = self.segments[i + 1:]
+        del self.segments[i + 1:]
+        del self._bases[i + 1:]
+        for seg in later:
+            seg.rename_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        seg = self.segments[i]
+        seg.truncate_to(offset)
+        if not seg.active:
+            seg.make_active(max(self.config.segment_bytes, seg.size))
+        # never below the log start: a segment emptied by compaction or DeleteRecords
+        # reads as "next offset = its base", which may be below the log start
+        self.next_offset = max(seg.read_next_offset(), self.log_start_offset)
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment; the log restarts empty at `offset`."""
+        now = self.clock()
+        for seg in self.segments:
+            seg.rename_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        self.segments, self._bases = [], []
+        self._add_segment(self._new_segment(offset, active=True))
+        self.next_offset = self.log_start_offset = offset
+        self.epoch_cache.clear()
+        self.producer_state.delete_snapshots_before(LONG_MAX)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self.epoch_cache.truncate_from_end(self.next_offset)
+        self.recovery_point = min(self.recovery_point, self.next_offset)
+        self.high_watermark = min(max(self.high_watermark, self.log_start_offset),
+                                  self.next_offset)
+        self.log_start_offset = min(self.log_start_offset, self.next_offset)
+        start = self.producer_state.truncate_and_reload(self.log_start_offset,
+                                                        self.next_offset, self.clock())
+        self._replay_producer_state(start, self.next_offset)
+        self._truncate_cleaner_checkpoint()
+        self.delete_expired_files(self.clock())
+        self.checkpoint()                   # rare; a restart must not see older offsets
+        self._check_invariants()
+
+    def _truncate_cleaner_checkpoint(self) -> None:
+        """Lower the cleaner's first dirty offset to the new log end (Kafka does too)."""
+        cp = OffsetCheckpoint(os.path.join(self.dir, CLEANER_CHECKPOINT_FILE))
+        try:
+            value = cp.read().get((self.topic, self.partition))
+        except CheckpointError:
+            value = None
+        if value is not None and value > self.next_offset:
+            cp.write({(self.topic, self.partition): self.next_offset})
+
+    # ================================================================= durability
+
+    def flush(self) -> None:
+        """msync/fsync every segment past the recovery point; recovery point = LEO."""
+        self._check_open()
+        for seg in self.segments[self._segment_index(self.recovery_point):]:
+            seg.flush()
+        self.recovery_point = self.next_offset
+        self._unflushed_messages = 0
+        self.last_flush_ms = self.clock()
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush when `flush.messages` or `flush.ms` says so; True if flushed."""
+        now = self.clock() if now_ms is None else now_ms
+        if self._unflushed_messages >= self.config.flush_messages or (
+                self.recovery_point < self.next_offset
+                and now - self.last_flush_ms >= self.config.flush_ms):
+            self.flush()
+            return True
+        return False
+
+    def checkpoint(self) -> None:
+        """Write the recovery point, log start and high watermark checkpoint files."""
+        self.checkpoints.write(recovery_point=self.recovery_point,
+                               log_start_offset=self.log_start_offset,
+                               high_watermark=self.high_watermark)
+
+    def close(self, clean: bool = True) -> None:
+        """Clean: flush, snapshot producers, trim, checkpoint, write the marker."""
+        if self.closed:
+            return
+        if clean:
+            self.flush()
+            self.producer_state.take_snapshot(self.next_offset)
+            for seg in self.segments:
+                seg.close()
+            self.delete_expired_files(LONG_MAX)
+            self.checkpoint()
+            self.checkpoints.write_clean_shutdown()
+        else:
+            for seg in self.segments:
+                seg.close_unclean()
+            for _, seg in self._pending_deletes:
+                seg.close_unclean()
+        self.closed = True
+
+    def delete(self) -> None:
+        """Remove the partition directory (topic deletion / reassignment away)."""
+        if not self.closed:
+            self.close(clean=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self):
+        return (f"Log({self.dir!r}, start={self.log_start_offset}, hw={self.high_watermark},"
+                f" end={self.next_offset}, segments={len(self.segments)})")
+
+    # ================================================================= compaction hooks
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Swap cleaned `new` (suffix `.cleaned`) in for `old` (contiguous, inactive).
+
+        Crash-safe order: `.cleaned` -> `.swap` (synced), old -> `.deleted`, `.swap` ->
+        final name; `_complete_swaps` finishes an interrupted swap on open.
+        """
+        assert old and all(not s.active for s in old)
+        i = self.segments.index(old[0])
+        assert self.segments[i:i + len(old)] == old
+        new.flush()
+        new.rename_suffix(SWAP_SUFFIX)
+        fsync_dir(self.dir)
+        now = self.clock()
+        for seg in old:
+            seg.rename_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        new.rename_suffix("")
+        fsync_dir(self.dir)
+        self.segments[i:i + len(old)] = [new]
+        self._bases[i:i + len(old)] = [new.base_offset]
+        self.delete_expired_files(now)

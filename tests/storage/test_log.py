@@ -1,0 +1,320 @@
+import os
+
+import pytest
+
+from storage.batch import BatchBuilder, RecordBatch, iter_batches
+from storage.errors import (CorruptRecordError, InvalidOffsetError,
+                            MessageTooLargeError, OffsetOutOfRangeError,
+                            OutOfOrderSequenceError, RecordBatchTooLargeError)
+from storage.log import InconsistentTopicIdError, Log, LogConfig
+
+
+class Clock:
+    def __init__(self, now=1_000_000):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def batch(n=2, ts=None, value=b"x" * 60, pid=-1, epoch=-1, seq=-1, key=b"k", offset=0,
+          compression=0):
+    b = BatchBuilder(offset, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                     compression=compression)
+    for i in range(n):
+        b.append(key, value, timestamp=ts if ts is not None else 1_000_000 + i)
+    return bytearray(b.build())
+
+
+def small_config(**kw):
+    base = dict(segment_bytes=2048, index_interval_bytes=256, segment_index_bytes=8 * 32,
+                file_delete_delay_ms=0)
+    base.update(kw)
+    return LogConfig(**base)
+
+
+def all_records(log, start=None):
+    data = log.read_records_bytes(log.log_start_offset if start is None else start)
+    return [(r.offset, r.key, r.value) for b in iter_batches(data) for r in b.records()]
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+def open_log(tmp_path, clock, **kw):
+    return Log.open(str(tmp_path / "topic-0"), small_config(**kw), clock)
+
+
+def test_append_assigns_offsets_in_place_and_reads_back(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    buf = batch(3)
+    info = log.append(memoryview(buf), leader_epoch=5)
+    assert (info.first_offset, info.last_offset, info.record_count, info.duplicate) == (0, 2, 3, False)
+    b = RecordBatch(buf)
+    assert b.base_offset == 0 and b.partition_leader_epoch == 5
+    info = log.append(batch(2), leader_epoch=5)
+    assert (info.first_offset, info.last_offset) == (3, 4)
+    assert log.log_end_offset == 5
+    assert [r[0] for r in all_records(log)] == [0, 1, 2, 3, 4]
+    assert log.end_offset_for_epoch(5) == (5, 5)
+    assert log.epoch_cache.entries == [(5, 0)]
+    log.close()
+
+
+def test_log_append_time(tmp_path, clock):
+    log = open_log(tmp_path, clock, message_timestamp_type="LogAppendTime")
+    clock.now = 5_000_000
+    info = log.append(batch(2, ts=7), 0)
+    assert info.log_append_time_ms == 5_000_000
+    b = next(iter_batches(log.read_records_bytes(0)))
+    b.validate()
+    assert b.timestamp_type == 1 and b.max_timestamp == 5_000_000
+    assert [r.timestamp for r in b.records()] == [5_000_000] * 2
+
+
+def test_rejects_bad_batches_without_storing(tmp_path, clock):
+    log = open_log(tmp_path, clock, max_message_bytes=300)
+    buf = batch(1)
+    buf[30] ^= 1
+    with pytest.raises(CorruptRecordError):
+        log.append(buf, 0)
+    with pytest.raises(CorruptRecordError):
+        log.append(batch(1)[:-3], 0)
+    with pytest.raises(MessageTooLargeError):
+        log.append(batch(1, value=b"y" * 400), 0)
+    with pytest.raises(RecordBatchTooLargeError):
+        log.append(b"".join(bytes(batch(1)) for _ in range(40)), 0)
+    assert log.log_end_offset == 0 and log.size_bytes == 0
+    assert log.append(b"", 0).first_offset == -1
+
+
+def test_idempotent_producer_duplicates_and_gaps(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.append(batch(2, pid=9, epoch=0, seq=0), 0)
+    info = log.append(batch(2, pid=9, epoch=0, seq=2), 0)
+    assert (info.first_offset, info.last_offset) == (2, 3)
+    dup = log.append(batch(2, pid=9, epoch=0, seq=0), 0)
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+    assert log.log_end_offset == 4
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(batch(1, pid=9, epoch=0, seq=7), 0)
+    # duplicates survive a clean restart (snapshot) and an unclean one (replay)
+    log.close()
+    log = open_log(tmp_path, clock)
+    assert log.append(batch(2, pid=9, epoch=0, seq=2), 0).duplicate
+    log.close(clean=False)
+    log = open_log(tmp_path, clock)
+    assert log.append(batch(2, pid=9, epoch=0, seq=2), 0).duplicate
+    assert log.append(batch(1, pid=9, epoch=0, seq=4), 0).first_offset == 4
+
+
+def test_follower_append_keeps_offsets_and_refuses_going_back(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    b1 = BatchBuilder(10, partition_leader_epoch=3).append(b"k", b"v", timestamp=1).build()
+    log.truncate_fully_and_start_at(10)
+    info = log.append(b1, -1, assign_offsets=False)
+    assert (info.first_offset, info.last_offset) == (10, 10)
+    b2 = BatchBuilder(15, partition_leader_epoch=4).append(b"k", b"v", timestamp=2).build()
+    log.append(b2, -1, assign_offsets=False)                   # gap (compacted leader) ok
+    assert log.log_end_offset == 16
+    assert log.epoch_cache.entries == [(3, 10), (4, 15)]
+    with pytest.raises(InvalidOffsetError):
+        log.append(b1, -1, assign_offsets=False)
+
+
+def test_roll_on_size_and_time_and_read_across_segments(tmp_path, clock):
+    log = open_log(tmp_path, clock, segment_ms=10_000)
+    sizes = []
+    for i in range(30):
+        sizes.append(len(batch(2)))
+        log.append(batch(2), 0)
+    assert len(log.segments) >= 3
+    assert all(s.size <= 2048 for s in log.segments)
+    bases = [s.base_offset for s in log.segments]
+    assert bases == sorted(bases) and bases[0] == 0
+    recs = all_records(log)
+    assert [r[0] for r in recs] == list(range(60))
+    info = log.read(0, 10**6)
+    assert len(info.slices) == len(log.segments)
+    # max_offset (exclusive, e.g. the high watermark) bounds the read
+    data = log.read_records_bytes(0, max_offset=20)
+    assert [b.last_offset for b in iter_batches(data)][-1] == 19
+    # time roll: first batch timestamp + segment.ms
+    n = len(log.segments)
+    log.append(batch(1, ts=1_000_000 + 20_000), 0)
+    assert len(log.segments) == n + 1
+    assert log.maybe_roll(clock.now) is False
+    log.close()
+
+
+def test_read_bounds(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    for _ in range(5):
+        log.append(batch(2), 0)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(11, 100)
+    assert log.read(10, 100).slices == []
+    one = log.read(3, 1)                       # min one batch, starts at the batch holding 3
+    assert one.first_offset == 2 and len(one.slices) == 1
+    assert log.read(3, 1, min_one_batch=False).slices == []
+    assert log.read(4, 100, max_offset=4).slices == []
+
+
+def test_offset_for_timestamp_and_special_values(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    for i in range(20):
+        log.append(batch(2, ts=1000 + 10 * i), 0)
+    assert log.offset_for_timestamp(1000) == (0, 1000)
+    assert log.offset_for_timestamp(1011) == (4, 1020)
+    assert log.offset_for_timestamp(1190) == (38, 1190)
+    assert log.offset_for_timestamp(1191) is None
+    assert log.offset_for_timestamp(-2) == (0, -1)
+    assert log.offset_for_timestamp(-1) == (40, -1)
+    assert log.offset_for_timestamp(-3) == (38, 1190)
+    log.close()
+    log = open_log(tmp_path, clock)
+    assert log.offset_for_timestamp(1011) == (4, 1020)
+    assert log.max_timestamp_offset() == (38, 1190)
+
+
+def test_retention_by_time_bytes_and_hw_bound(tmp_path, clock):
+    log = open_log(tmp_path, clock, retention_ms=1000)
+    for i in range(40):
+        log.append(batch(2, ts=clock.now - 5000 + i), 0)
+    n = len(log.segments)
+    assert log.enforce_retention(clock.now) == 0            # high watermark still 0
+    log.update_high_watermark(40)
+    assert log.enforce_retention(clock.now) == 2             # only below the HW (40)
+    assert log.log_start_offset == log.segments[0].base_offset == 40
+    log.update_high_watermark(80)
+    assert log.enforce_retention(clock.now) == n - 2         # active one too: rolls first
+    assert log.log_start_offset == log.log_end_offset == 80 and log.size_bytes == 0
+    assert log.append(batch(1), 0).first_offset == 80
+    assert not [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
+    log.close()
+
+
+def test_retention_bytes(tmp_path, clock):
+    log = open_log(tmp_path, clock, retention_bytes=3000, retention_ms=-1)
+    for i in range(60):
+        log.append(batch(2), 0)
+    log.update_high_watermark(log.log_end_offset)
+    log.enforce_retention()
+    assert log.size_bytes <= 3000 + 2048 and log.size_bytes > 3000 - 2048
+    assert [r[0] for r in all_records(log)] == list(range(log.log_start_offset, 120))
+
+
+def test_file_delete_delay(tmp_path, clock):
+    log = open_log(tmp_path, clock, retention_ms=0, file_delete_delay_ms=60_000)
+    for i in range(30):
+        log.append(batch(2, ts=1), 0)
+    log.update_high_watermark(log.log_end_offset)
+    log.enforce_retention(clock.now)
+    deleted = [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
+    assert deleted
+    log.enforce_retention(clock.now + 59_999)
+    assert [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
+    log.enforce_retention(clock.now + 60_000)
+    assert not [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
+
+
+def test_delete_records_before(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    for i in range(30):
+        log.append(batch(2, pid=1, epoch=0, seq=2 * i), 2)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records_before(10)
+    log.update_high_watermark(50)
+    assert log.delete_records_before(33) == 33
+    assert log.segments[0].base_offset <= 33 < (log.segments[1].base_offset
+                                                if len(log.segments) > 1 else 10**9)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(32, 100)
+    assert log.read(33, 100).first_offset == 32              # whole batch 32-33
+    assert log.epoch_cache.entries == [(2, 33)]
+    assert log.delete_records_before(-1) == 50
+    log.close()
+    log = open_log(tmp_path, clock)
+    assert log.log_start_offset == 50 and log.high_watermark == 50
+
+
+def test_truncate_to(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    for i in range(30):
+        log.append(batch(2, pid=1, epoch=0, seq=2 * i), i // 10)
+    log.update_high_watermark(60)
+    assert log.truncate_to(25)
+    assert log.log_end_offset == 24 and log.high_watermark == 24
+    assert log.epoch_cache.entries == [(0, 0), (1, 20)]
+    assert [r[0] for r in all_records(log)] == list(range(24))
+    # producer state is rolled back too: seq 24 is next, not 60
+    info = log.append(batch(2, pid=1, epoch=0, seq=24), 3)
+    assert info.first_offset == 24 and not info.duplicate
+    assert log.truncate_to(0)
+    assert log.log_end_offset == 0 and log.size_bytes == 0
+    log.append(batch(1), 4)
+    assert [r[0] for r in all_records(log)] == [0]
+
+
+def test_clean_shutdown_skips_recovery_unclean_recovers(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    for i in range(25):
+        log.append(batch(2), 0)
+    log.update_high_watermark(50)
+    log.close()
+    assert os.path.exists(os.path.join(log.dir, ".kafka_cleanshutdown"))
+    log = open_log(tmp_path, clock)
+    assert log.recovered_bytes_truncated == 0
+    assert not os.path.exists(os.path.join(log.dir, ".kafka_cleanshutdown"))
+    assert (log.log_end_offset, log.high_watermark) == (50, 50)
+    log.append(batch(2), 0)
+    log.close(clean=False)
+    log = open_log(tmp_path, clock)
+    assert log.recovered_bytes_truncated > 0                 # the preallocated zeros
+    assert [r[0] for r in all_records(log)] == list(range(52))
+
+
+def test_flush_policy(tmp_path, clock):
+    log = open_log(tmp_path, clock, flush_messages=5, flush_ms=1000)
+    log.append(batch(2), 0)
+    assert log.recovery_point == 0
+    log.append(batch(3), 0)
+    assert log.recovery_point == 5                           # flush.messages reached
+    log.append(batch(1), 0)
+    assert not log.maybe_flush(clock.now + 999)
+    assert log.maybe_flush(clock.now + 1000) and log.recovery_point == 6
+
+
+def test_missing_index_rebuilt_after_clean_shutdown(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    for i in range(30):
+        log.append(batch(2), 0)
+    entries = log.segments[0].index.all_entries()
+    log.close()
+    os.unlink(os.path.join(log.dir, "00000000000000000000.index"))
+    log = open_log(tmp_path, clock)
+    assert log.segments[0].index.all_entries() == entries
+    assert log.read(17, 10).first_offset == 16
+
+
+def test_partition_metadata_topic_id(tmp_path, clock):
+    tid = bytes(range(16))
+    log = Log.open(str(tmp_path / "t-3"), small_config(), clock, topic_id=tid)
+    assert (log.topic, log.partition) == ("t", 3)
+    text = open(os.path.join(log.dir, "partition.metadata")).read()
+    assert text.startswith("version: 0\ntopic_id: ") and "=" not in text
+    log.close()
+    assert Log.open(str(tmp_path / "t-3"), small_config(), clock).topic_id == tid
+    with pytest.raises(InconsistentTopicIdError):
+        Log.open(str(tmp_path / "t-3"), small_config(), clock, topic_id=b"\x01" * 16)
+
+
+def test_config_from_properties():
+    c = LogConfig.from_properties({"segment.bytes": "1000", "cleanup.policy": "compact,delete",
+                                   "log.retention.ms": "5", "message.timestamp.type":
+                                   "LogAppendTime", "min.cleanable.dirty.ratio": "0.1",
+                                   "log.flush.interval.messages": "3", "unknown.key": "x"})
+    assert (c.segment_bytes, c.retention_ms, c.flush_messages) == (1000, 5, 3)
+    assert c.compact and c.delete and c.log_append_time and c.min_cleanable_dirty_ratio == 0.1
