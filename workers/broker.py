@@ -26,6 +26,7 @@ from typing import Callable
 
 from mpbroker import config as configmod
 from mpbroker.metadata.model import ClusterMetadata
+from storage.cleaner import LogCleaner
 from storage.log import Log, LogConfig
 
 from workers.fetch_session import FetchSessionCache
@@ -66,6 +67,7 @@ class Broker:
         self.listener_host = "127.0.0.1"
         self.listener_port = 0
         self._background: list[asyncio.Task] = []
+        self._cleaners: dict[tuple[str, int], LogCleaner] = {}
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -93,25 +95,50 @@ class Broker:
         self.partitions.clear()
 
     async def _housekeeping(self) -> None:
-        """Retention, flush.ms, roll by time, compaction steps, offset expiry."""
-        check_ms = self.config.get("log.retention.check.interval.ms", 300000)
-        flush_check_ms = min(self.config.get("log.flush.scheduler.interval.ms", 1000) or 1000, 1000)
-        last_retention = self.clock()
+        """The periodic work of the owned logs, on the worker's loop (KafkaScheduler's
+        jobs): flush.ms, segment.ms rolls, retention, recovery-point checkpoints,
+        producer-id expiry, deleting files renamed `.deleted`, and compaction of
+        compacted topics in slices of a few ms so appends never wait long."""
+        cfg = self.config
+        tick_ms = min(cfg.get("log.flush.scheduler.interval.ms", 1000) or 1000, 1000)
+        every = {"retention": cfg.get("log.retention.check.interval.ms", 300000),
+                 "checkpoint": cfg.get("log.flush.offset.checkpoint.interval.ms", 60000),
+                 "producers": cfg.get("producer.id.expiration.check.interval.ms", 600000)}
+        last = {k: self.clock() for k in every}
         while True:
-            await asyncio.sleep(flush_check_ms / 1000)
+            await asyncio.sleep(tick_ms / 1000)
             now = self.clock()
+            due = {k for k, ms in every.items() if ms > 0 and now - last[k] >= ms}
+            for k in due:
+                last[k] = now
             for p in list(self.partitions.values()):
+                if p.closed:
+                    continue
                 try:
-                    p.log.maybe_flush(now)
-                    if now - last_retention >= check_ms:
-                        p.log.enforce_retention(now)
-                        p._check()
+                    self._housekeep_partition(p, now, due)
                 except Exception:
                     log.exception("housekeeping of %s-%d", p.topic, p.index)
-            if now - last_retention >= check_ms:
-                last_retention = now
+                await asyncio.sleep(0)  # let requests in between partitions
             if self.groups:
                 self.groups.housekeeping(now)
+
+    def _housekeep_partition(self, p: Partition, now: int, due: set) -> None:
+        lg = p.log
+        lg.maybe_flush(now)
+        lg.maybe_roll(now)
+        lg.delete_expired_files(now)
+        if "retention" in due and lg.config.delete:
+            lg.enforce_retention(now)
+            p._check()
+        if "checkpoint" in due:
+            lg.checkpoint()
+        if "producers" in due:
+            lg.producer_state.remove_expired_producers(now)
+        if lg.config.compact:
+            cleaner = self._cleaners.get(p.key)
+            if cleaner is None or cleaner.log is not lg:
+                cleaner = self._cleaners[p.key] = LogCleaner(lg)
+            cleaner.clean_step(budget_ms=5)
 
     # ---------------------------------------------------------------- metadata
     def owns(self, topic: str, index: int) -> bool:
@@ -168,6 +195,7 @@ class Broker:
         return p
 
     def _drop_partition(self, p: Partition, delete: bool) -> None:
+        self._cleaners.pop(p.key, None)
         try:
             if delete:
                 p.delete()
