@@ -4,8 +4,8 @@ One line per API (Redpanda's handlers.h habit). The ranges are what ApiVersions
 advertises; they stay inside Kafka's schema ranges (tests/protocol checks our
 definitions against Kafka's). Minimums follow CLIENT-API-USAGE.md: Produce and
 FindCoordinator advertise 0 because librdkafka < 2.11.1 gates compression and the group
-consumer on those exact versions. Fetch starts at 4: v0-v3 clients need magic 0/1
-down-conversion, which is the record-format issue's work.
+consumer on those exact versions. Produce v0-v2 and Fetch v0-v3 speak magic 0/1 message
+sets (converted to and from the stored v2 batches by storage/convert.py).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from workers.handlers import (alter_configs, api_versions, delete_groups, descri
                               offset_fetch, sync_group, create_partitions, create_topics, delete_records,
                               delete_topics, describe_cluster, fetch, init_producer_id,
                               list_offsets, metadata, offset_for_leader_epoch, produce)
+from workers.handlers import consumer_group_describe, consumer_group_heartbeat
 
 
 class Handler(NamedTuple):
@@ -28,8 +29,8 @@ class Handler(NamedTuple):
 
 
 HANDLERS: dict[int, Handler] = {
-    K.PRODUCE:                 Handler(produce.handle, 3, 11),
-    K.FETCH:                   Handler(fetch.handle, 4, 17),
+    K.PRODUCE:                 Handler(produce.handle, 0, 11),
+    K.FETCH:                   Handler(fetch.handle, 0, 17),
     K.LIST_OFFSETS:            Handler(list_offsets.handle, 0, 10),
     K.METADATA:                Handler(metadata.handle, 0, 12),
     K.API_VERSIONS:            Handler(api_versions.handle, 0, 4),
@@ -54,6 +55,8 @@ HANDLERS: dict[int, Handler] = {
     K.DESCRIBE_GROUPS:         Handler(describe_groups.handle, 0, 5),
     K.DELETE_GROUPS:           Handler(delete_groups.handle, 0, 2),
     K.OFFSET_DELETE:           Handler(offset_delete.handle, 0, 0),
+    K.CONSUMER_GROUP_HEARTBEAT: Handler(consumer_group_heartbeat.handle, 0, 1),
+    K.CONSUMER_GROUP_DESCRIBE: Handler(consumer_group_describe.handle, 0, 0),
 }
 
 
@@ -62,8 +65,7 @@ def register(api_key: int, handle: Callable, min_version: int, max_version: int)
 
 
 def advertised_versions() -> list[dict]:
-    """Produce is advertised from v0 (KAFKA-18659, see module doc) although v0-v2 are
-    answered only once legacy message sets are supported."""
+    """Every range as served (Produce and Fetch from v0, see the module doc)."""
     out = []
     for key in sorted(HANDLERS):
         h = HANDLERS[key]

@@ -6,12 +6,18 @@ place, CRC checked, idempotent producer state checked), then answer according to
 batch (a DelayedProduce in the produce purgatory, expired after `timeout_ms` with
 REQUEST_TIMED_OUT). Errors are per partition; the request never fails as a whole except
 for bad acks (INVALID_REQUIRED_ACKS on every partition).
+
+Record formats (storage/convert.py): v0-v2 may carry magic 0/1 message sets, converted
+to one v2 batch; v3-v6 may not use zstd; a topic compression.type other than
+`producer` recompresses. Compacted topics answer INVALID_RECORD with one record error
+per keyless record (v8+ `record_errors`).
 """
 from __future__ import annotations
 
 import asyncio
 
 from mpbroker.protocol.errors import ErrorCode
+from storage import convert
 from storage import errors as serr
 
 from workers.purgatory import DelayedOperation
@@ -38,10 +44,13 @@ def append_one(broker, topic: str, index: int, records, version: int, transactio
         return _partition_result(index, ErrorCode.INVALID_RECORD,
                                  error_message="Produce request carries no records"), None, -1
     try:
-        info = p.append(records if version >= 3 else broker.convert_legacy(records, p))
+        # v0-v2 magic 0/1 sets are converted, batches recompressed to the topic's
+        # compression.type; magic-2 batches of v7+ clients pass untouched (storage/convert.py)
+        info = p.append(convert.prepare_produce(records, version, p.log.config, broker.clock()))
     except serr.StorageError as e:
-        rec_errors = []
-        if getattr(e, "batch_index", None) is not None:
+        rec_errors = [{"batch_index": i, "batch_index_error_message": m}
+                      for i, m in getattr(e, "record_errors", None) or ()]
+        if not rec_errors and getattr(e, "batch_index", None) is not None:
             rec_errors = [{"batch_index": e.batch_index, "batch_index_error_message": str(e)}]
         return _partition_result(index, e.code, error_message=str(e) or None,
                                  record_errors=rec_errors), None, -1
