@@ -340,7 +340,17 @@ _BROKER_TABLE = [
     # mpbroker's own
     ("num.workers", I, None, at_least(1), HIGH, RO, "mpbroker: number of worker processes (one per core). Default: the number of CPUs usable by this process."),
     ("worker.cpu.affinity", B, True, None, MED, RO, "mpbroker: pin each worker process to one CPU."),
-    ("admin.socket", S, None, None, LOW, RO, "mpbroker: path of the supervisor's local admin socket. Default: <first log dir>/.mpbroker-admin.sock."),
+    ("admin.socket", S, None, None, LOW, RO, "mpbroker: path of the local admin socket (served by the controller process; `mpbroker placement`). Default: <first log dir>/.mpbroker-admin.sock."),
+    ("worker.heartbeat.timeout.ms", I, 30000, at_least(1), MED, RO, "mpbroker: a serving child whose heartbeat is older than this is killed (SIGKILL) and respawned."),
+    ("worker.shutdown.timeout.ms", I, 30000, at_least(0), MED, RO, "mpbroker: how long a controlled shutdown waits for the workers before SIGKILL."),
+    ("worker.boot.max.failures", I, 3, at_least(1), LOW, RO, "mpbroker: boot failures of one worker in a row before the supervisor gives up."),
+    ("worker.restart.max", I, 10, at_least(0), LOW, RO, "mpbroker: worker deaths within worker.restart.window.ms above which the supervisor stops (crash loop)."),
+    ("worker.restart.window.ms", I, 60000, at_least(1), LOW, RO, "mpbroker: the window of worker.restart.max."),
+    # KIP-848 consumer groups (Kafka's GroupCoordinatorConfig)
+    ("group.consumer.session.timeout.ms", I, 45000, at_least(1), MED, RO, "The timeout to detect client failures when using the consumer group protocol."),
+    ("group.consumer.heartbeat.interval.ms", I, 5000, at_least(1), MED, RO, "The heartbeat interval given to the members of a consumer group."),
+    ("group.consumer.assignors", LI, ["uniform", "range"], None, MED, RO, "The server-side assignors as a list of names (uniform, range) or Kafka class names; the first is the default."),
+    ("group.consumer.max.size", I, INT_MAX, at_least(1), MED, RO, "The maximum number of consumers that a single consumer group supports."),
 ]
 
 BROKER_CONFIGS: Dict[str, ConfigKey] = {

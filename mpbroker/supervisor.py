@@ -15,8 +15,9 @@ that hands each end to its process:
   SCM_RIGHTS). A child that reads EOF there has lost its supervisor and stops.
 * worker i <-> controller: the controller RPC (`ControllerClient` in the worker,
   `ControllerService` in the controller) and the controller's metadata pushes.
-* worker i <-> worker j: a full mesh for cross-worker routing (built by the routing
-  issue; this module only creates, hands over and replaces the sockets).
+* worker i <-> worker j: a full mesh for cross-worker routing (`workers/router.py` over
+  `workers/mesh.py`; this module creates, hands over and replaces the sockets, and
+  `run_worker` wires them into the worker's Router).
 
 Frames on every channel: 4-byte little-endian length + a pickle (`encode`). Pickle is
 safe here because both ends are forks of this same program; no channel is reachable
@@ -80,9 +81,9 @@ log = logging.getLogger("mpbroker.supervisor")
 WORKER_BOOT_ERROR = 3
 CONTROLLER_BOOT_ERROR = 4
 
-# Until cross-worker routing lands, every worker would open every partition; so the
-# supervisor runs one worker whatever `num.workers` says. The routing issue sets this.
-MULTI_WORKER_ROUTING = False
+# Cross-worker routing (workers/router.py) and placement (workers/placement.py) are
+# built: `num.workers` workers run, each owning its share of the partitions.
+MULTI_WORKER_ROUTING = True
 
 DEFAULTS_MS = {
     "worker.heartbeat.timeout.ms": 30000,
@@ -327,6 +328,7 @@ class ControllerService:
         self.ctl = controller
         self.loop = loop
         self.links: dict[int, Link] = {}
+        self.placement = None      # mpbroker.controller.placement.PlacementManager
         self._pushed_cfg = controller.broker_config()
         controller.workers = [self]   # _commit calls apply_metadata on each "worker"
 
@@ -334,8 +336,12 @@ class ControllerService:
         old = self.links.pop(worker_id, None)
         if old is not None:
             old.close()
-        link = Link(sock, lambda m: self.on_request(link, m),
-                    lambda: self.links.get(worker_id) is link and self.links.pop(worker_id))
+        def closed():
+            if self.links.get(worker_id) is link:
+                self.links.pop(worker_id)
+                if self.placement is not None:
+                    self.placement.worker_lost(worker_id)
+        link = Link(sock, lambda m: self.on_request(link, m), closed)
         self.links[worker_id] = link
         link.attach(self.loop)
 
@@ -368,6 +374,13 @@ class ControllerService:
         if method == "hello":
             self._reply(link, rid, ok=(self.ctl.broker_id, self.ctl.metadata(),
                                        self.ctl.broker_config()))
+            return
+        if method in ("placement", "placement_applied", "worker_reply"):
+            wid = next((w for w, l in self.links.items() if l is link), None)
+            result = (self.placement.on_worker_message(wid, method, msg.get("args", ()))
+                      if self.placement is not None else None)
+            if rid is not None:
+                self._reply(link, rid, ok=result)
             return
         if method not in RPC_METHODS:
             self._reply(link, rid, error=RuntimeError(f"unknown controller method {method!r}"))
@@ -412,6 +425,9 @@ def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, i
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         service = ControllerService(ctl, loop)
+        from mpbroker.controller.placement import PlacementManager
+        service.placement = PlacementManager(cfg, service)
+        await service.placement.serve_admin(cfg.admin_socket)
         for wid, sock in channels.workers.items():
             service.add_worker(wid, sock)
 
@@ -428,6 +444,7 @@ def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, i
         beat = loop.create_task(heartbeat_loop(heartbeats, 0, heartbeat_interval_s))
         await stop.wait()
         beat.cancel()
+        service.placement.close()
         ctl.close()
         return 0
 
@@ -447,6 +464,7 @@ class ControllerClient:
         self.broker_id: int | None = None
         self.md = None
         self.cfg = None
+        self.placement = None      # the newest placement table pushed
         self.workers: list = []
         self._next_id = 0
         self._futures: dict[int, asyncio.Future] = {}
@@ -471,6 +489,18 @@ class ControllerClient:
                 w.apply_metadata(msg["md"])
         elif op == "cfg":
             self.cfg = msg["cfg"]
+        elif op == "placement":
+            table = msg["table"]
+            if self.placement is None or table.revision > self.placement.revision:
+                self.placement = table
+            for w in self.workers:
+                w.apply_placement(table)
+        elif op == "ask":        # the controller asks the worker (placement show/balance)
+            result = None
+            for w in self.workers:
+                if msg.get("what") == "stats":
+                    result = w.stats()
+            self.notify("worker_reply", (msg["rid"], result))
         elif op == "reply":
             rid = msg["id"]
             fut = self._futures.pop(rid, None)
@@ -493,6 +523,11 @@ class ControllerClient:
         self._next_id += 1
         self.link.send({"id": self._next_id, "method": method, "args": tuple(args)})
         return self._next_id
+
+    def notify(self, method: str, args) -> None:
+        """A one-way message to the controller (no reply)."""
+        if not self.link.closed:
+            self.link.send({"id": None, "method": method, "args": tuple(args)})
 
     def _call_sync(self, method: str, args, timeout: float = SYNC_CALL_TIMEOUT_S):
         rid = self._request(method, args)
@@ -595,11 +630,32 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
     with `broker.controller` the RPC client of the controller process."""
     from workers import server
     from workers.broker import Broker
+    from workers.router import Router
     signal.signal(signal.SIGHUP, signal.SIG_IGN)     # reloads come over the control channel
+
+    def stop_while_booting(signum, frame):
+        # A stop that arrives before the loop serves (the loop installs its own handlers):
+        # nothing is served yet, so leave at once (exit 0: a stop, not a failure).
+        raise SystemExit(0)
+    signal.signal(signal.SIGTERM, stop_while_booting)
+    signal.signal(signal.SIGINT, stop_while_booting)
     client = ControllerClient(channels.controller)
     try:
         client.hello()
+        table = client._call_sync("placement", ())   # before any log is opened
+        if client.placement is not None and (table is None or
+                                             client.placement.revision > table.revision):
+            table = client.placement
         broker = Broker(cfg, client, worker_id=worker_id)
+        if table is not None:
+            broker.placement = table
+        # the mesh: one PeerLink per other worker; a respawned peer's new socket replaces it
+        router = broker.router = Router(broker)
+        for wid, peer_sock in channels.peers.items():
+            router.add_peer(wid, peer_sock)
+        channels.on_peer_replaced = router.add_peer
+        broker.on_placement_applied = lambda rev: client.notify(
+            "placement_applied", (worker_id, rev))
         client.attach_worker(broker)
         sock = server.bind_listener(*listen)
     except Exception as e:
@@ -616,6 +672,12 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
             if msg["op"] == "reload":
                 _apply_log_level(msg["config"])
                 apply_worker_config(broker, msg["config"])
+                cur = client.cfg
+                if cur is not None:
+                    # what the controller will push: the new static layer under the same
+                    # dynamic ones (answers DescribeConfigs right away, not after the push)
+                    client.cfg = msg["config"].with_dynamic(broker=cur.dynamic_broker,
+                                                            default=cur.dynamic_default)
             elif msg["op"] == "peer":
                 peer = socket.socket(fileno=control.take_fd())
                 old = channels.peers.get(msg["worker"])
@@ -634,6 +696,7 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
 
         def ready():
             state["ready"] = True
+            client.notify("placement_applied", (worker_id, broker.placement.revision))
             heartbeats.beat(1 + worker_id)
             log.info("worker %d (pid %d) serving on %s:%d", worker_id, os.getpid(), *listen)
             loop.create_task(heartbeat_loop(heartbeats, 1 + worker_id, heartbeat_interval_s))

@@ -22,6 +22,7 @@ import os
 import shutil
 import time
 import uuid
+import weakref
 from typing import Callable
 
 from mpbroker import config as configmod
@@ -32,6 +33,7 @@ from storage.log import Log, LogConfig
 from workers.fetch_session import FetchSessionCache
 from workers.loop_timer import LoopTimer
 from workers.partition import Partition
+from workers.placement import PlacementTable
 from workers.purgatory import Purgatory
 from workers.timing_wheel import Timer
 
@@ -68,10 +70,22 @@ class Broker:
         self.listener_port = 0
         self._background: list[asyncio.Task] = []
         self._cleaners: dict[tuple[str, int], LogCleaner] = {}
+        # Placement (workers/placement.py): one worker owns everything until the
+        # controller pushes the shard table; `router` (workers/router.py) is set by the
+        # process that builds the mesh (supervisor.run_worker).
+        self.placement = PlacementTable()
+        self.router = None
+        self.on_placement_applied: Callable[[int], None] | None = None
+        self.requests_total = 0        # requests this worker decoded as a front
+        self.requests_served = 0       # parts it ran for other fronts
+        self.retired_bytes = [0, 0]    # bytes in/out of partitions it no longer has
+        self.clients = weakref.WeakSet()  # connections served as a front (for stats)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop_timer = LoopTimer(self.timer, loop)
+        if self.router is not None:
+            self.router.start(loop)
         try:
             from workers.group_service import GroupService
         except ImportError:
@@ -84,6 +98,8 @@ class Broker:
     def shutdown(self) -> None:
         for t in self._background:
             t.cancel()
+        if self.router is not None:
+            self.router.close()
         if self.groups:
             self.groups.shutdown()
         for p in list(self.partitions.values()):
@@ -142,13 +158,71 @@ class Broker:
 
     # ---------------------------------------------------------------- metadata
     def owns(self, topic: str, index: int) -> bool:
-        """Single-worker placement: every partition led by this broker is ours."""
+        """The placement map says this worker owns (topic, index) (workers/placement.py)."""
+        return self.placement.owner(topic, index) == self.worker_id
+
+    def apply_placement(self, table: PlacementTable) -> bool:
+        """A new revision of the shard table: close the partitions that went to another
+        worker (flushed, clean-shutdown marker written), then open the ones that became
+        ours. A revision not newer than ours is ignored. Returns whether it applied."""
+        if table.revision <= self.placement.revision:
+            return False
+        self.placement = table
+        if self.metadata is not None:
+            self._reconcile(self.metadata)
+        if self.on_placement_applied is not None:
+            self.on_placement_applied(table.revision)
         return True
+
+    def reload_config(self, cfg) -> None:
+        """SIGHUP / dynamic config: the new config; open logs take the new topic defaults."""
+        self.config = cfg
+        md = self.metadata
+        for (topic, _), p in list(self.partitions.items()):
+            t = md.topics.get(topic) if md is not None else None
+            if t is not None:
+                p.log.config = self.log_config(t.configs)
+
+    def stats(self) -> dict:
+        """What `mpbroker placement show` reports of this worker (counters; the caller
+        takes two samples and divides)."""
+        parts = {}
+        bin_, bout = self.retired_bytes
+        for (t, i), p in self.partitions.items():
+            parts[f"{t}-{i}"] = {"topic": t, "partition": i, "bytes_in": p.bytes_in,
+                                 "bytes_out": p.bytes_out, "messages_in": p.messages_in,
+                                 "size": p.log.size_bytes}
+            bin_ += p.bytes_in
+            bout += p.bytes_out
+        times = os.times()
+        try:
+            core = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            core = []
+        r = self.router
+        return {"worker": self.worker_id, "pid": os.getpid(), "cores": core,
+                "placement_revision": self.placement.revision,
+                "partitions": parts, "bytes_in": bin_, "bytes_out": bout,
+                "requests": self.requests_total, "requests_served": self.requests_served,
+                "forwarded": r.forwarded if r else 0,
+                "cpu_s": times.user + times.system, "time": time.monotonic(),
+                "purgatory": {"produce": len(self.produce_purgatory),
+                              "fetch": len(self.fetch_purgatory),
+                              "delete_records": len(self.delete_records_purgatory)},
+                "fetch_sessions": len(self.fetch_sessions),
+                "connections": [{"client_id": getattr(c, "client_id", None),
+                                 "peer": c.client_host, "bytes_in": c.bytes_in,
+                                 "bytes_out": c.bytes_out}
+                                for c in list(self.clients) if not c.closed]}
 
     def apply_metadata(self, md: ClusterMetadata) -> None:
         if self.metadata is not None and md.epoch <= self.metadata.epoch:
             return  # stale push: the controller already sent us something newer
         self.metadata = md
+        self._reconcile(md)
+
+    def _reconcile(self, md: ClusterMetadata) -> None:
+        """Open the partitions this worker owns, close those it no longer owns."""
         live = set()
         for topic in md.topics.values():
             for index, state in topic.partitions.items():
@@ -196,6 +270,8 @@ class Broker:
 
     def _drop_partition(self, p: Partition, delete: bool) -> None:
         self._cleaners.pop(p.key, None)
+        self.retired_bytes[0] += p.bytes_in
+        self.retired_bytes[1] += p.bytes_out
         try:
             if delete:
                 p.delete()

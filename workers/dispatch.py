@@ -42,7 +42,18 @@ class Dispatcher:
                 return self._api_versions_fallback(ctx)
             raise UnsupportedRequest(f"unsupported version {version} of api {api_key}")
         request = codec.decode_request(api_key, version, frame, pos)
-        result = entry.handle(self.broker, ctx, request)
+        broker = self.broker
+        broker.requests_total += 1
+        conn = ctx.connection
+        if conn is not None and "client_id" not in conn.__dict__:
+            conn.client_id = ctx.client_id        # for `mpbroker placement show`
+            broker.clients.add(conn)
+        router = broker.router
+        if router is not None and router.active:
+            # partition/coordinator-scoped APIs are split by owner (workers/router.py)
+            result = router.route(ctx, request, entry.handle)
+        else:
+            result = entry.handle(broker, ctx, request)
         if result is None:
             return None
         if inspect.isawaitable(result):

@@ -176,6 +176,11 @@ class Purgatory:
             return len(ops) if ops else 0
         return sum(len(ops) for ops in self._watchers.values())
 
+    def watching(self, key: Hashable) -> List[DelayedOperation]:
+        """The operations on ``key``'s watch list (completed ones included)."""
+        ops = self._watchers.get(key)
+        return list(ops) if ops else []
+
     def watch_keys(self) -> List[Hashable]:
         return list(self._watchers)
 

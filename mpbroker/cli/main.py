@@ -2,6 +2,7 @@
 
     mpbroker serve -c conf/server.properties [--override key=value]...
     mpbroker dump-log PATH [--records]
+    mpbroker placement show|move|balance -c conf/server.properties [--json] ...
 
 `serve` runs the supervisor (`mpbroker.supervisor`), which forks the controller (the
 embedded metadata store, no ZooKeeper: `<log.dirs[0]>/__mpbroker_metadata/`) and the
@@ -85,6 +86,111 @@ def cmd_dump_log(args) -> int:
     return 0
 
 
+def _admin_call(cfg_path: str, overrides: list[str], request: dict, timeout: float) -> dict:
+    """One request to the running broker's admin socket (served by its controller
+    process, see mpbroker/controller/placement.py), found from the config file."""
+    import json
+    import socket
+
+    from mpbroker import config as configmod
+    from mpbroker.controller.placement import unix_path
+    cfg = configmod.BrokerConfig.from_file(cfg_path, overrides)
+    path = cfg.admin_socket
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(unix_path(path))
+        except OSError as e:
+            raise ConnectionError(f"no broker answers on {path} ({e}): is it running with this config?")
+        s.sendall(json.dumps(request).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    resp = json.loads(data or b"{}")
+    if "error" in resp:
+        raise ValueError(resp["error"])
+    return resp.get("ok")
+
+
+def _rate(v: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(v) < 1024 or unit == "GB":
+            return f"{v:.1f} {unit}/s" if unit != "B" else f"{v:.0f} B/s"
+        v /= 1024
+    return str(v)
+
+
+def cmd_placement(args) -> int:
+    """show: per worker pid, core, partitions, bytes in/out per second, requests per
+    second, CPU %, purgatory sizes; move TOPIC-PARTITION WORKER: a live move; balance:
+    moves by the measured bytes in/out."""
+    import json
+    from mpbroker import config as configmod
+    try:
+        if args.action == "show":
+            out = _admin_call(args.config, args.override,
+                              {"cmd": "show", "interval": args.interval}, args.interval + 15)
+        elif args.action == "move":
+            if len(args.args) != 2:
+                print("usage: mpbroker placement move TOPIC-PARTITION WORKER -c FILE",
+                      file=sys.stderr)
+                return 2
+            topic, _, part = args.args[0].rpartition("-")
+            if not topic or not part.isdigit() or not args.args[1].isdigit():
+                print(f"mpbroker: bad partition {args.args[0]!r} or worker {args.args[1]!r}",
+                      file=sys.stderr)
+                return 2
+            out = _admin_call(args.config, args.override,
+                              {"cmd": "move", "topic": topic, "partition": int(part),
+                               "worker": int(args.args[1])}, 60)
+        else:
+            out = _admin_call(args.config, args.override,
+                              {"cmd": "balance", "interval": args.interval,
+                               "dry_run": args.dry_run}, args.interval + 120)
+    except (ConnectionError, ValueError, OSError, configmod.ConfigError) as e:
+        print(f"mpbroker: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    if args.action == "show":
+        print(f"placement revision {out['revision']}, {out['num_workers']} workers, "
+              f"rates over {out['interval_s']:g}s")
+        print(f"{'worker':>6} {'pid':>7} {'core':>5} {'parts':>5} {'in':>12} {'out':>12} "
+              f"{'req/s':>8} {'cpu%':>6} {'purg p/f/d':>11} {'conns':>5}")
+        for w in out["workers"]:
+            pg = w["purgatory"]
+            print(f"{w['worker']:>6} {w['pid']:>7} {','.join(map(str, w['cores'])):>5} "
+                  f"{w['num_partitions']:>5} {_rate(w['bytes_in_per_s']):>12} "
+                  f"{_rate(w['bytes_out_per_s']):>12} {w['requests_per_s']:>8.1f} "
+                  f"{w['cpu_percent']:>6.1f} "
+                  f"{pg['produce']:>3}/{pg['fetch']}/{pg['delete_records']:<3} "
+                  f"{len(w['connections']):>5}")
+        if args.partitions:
+            for w in out["workers"]:
+                for p in w["partitions"]:
+                    print(f"  {p['topic']}-{p['partition']}: worker {w['worker']} "
+                          f"in {_rate(p['bytes_in_per_s'])} out {_rate(p['bytes_out_per_s'])}")
+    elif args.action == "move":
+        for m in out["moved"]:
+            print(f"moved {m['topic']}-{m['partition']} from worker {m['from']} to worker {m['to']}")
+        if not out["moved"]:
+            print("nothing to move: the partition is already there")
+        print(f"unavailable for {out['unavailable_ms']:.1f} ms (placement revision {out['revision']})")
+    else:
+        for m in out["moves"]:
+            print(f"{'would move' if args.dry_run else 'move'} {m['topic']}-{m['partition']} "
+                  f"to worker {m['to']}")
+        print("load before (B/s): " + ", ".join(f"w{k}={v:.0f}" for k, v in out["load_before"].items()))
+        print("load after (est.): " + ", ".join(f"w{k}={v:.0f}" for k, v in out["load_after_estimate"].items()))
+        if "result" in out:
+            print(f"unavailable for {out['result']['unavailable_ms']:.1f} ms")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mpbroker", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -97,6 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("path")
     p.add_argument("--records", action="store_true")
     p.set_defaults(func=cmd_dump_log)
+    p = sub.add_parser("placement", help="show or change which worker owns each partition")
+    p.add_argument("action", choices=("show", "move", "balance"))
+    p.add_argument("args", nargs="*", help="move: TOPIC-PARTITION WORKER")
+    p.add_argument("-c", "--config", required=True, help="the running broker's server.properties")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds to measure rates over")
+    p.add_argument("--partitions", action="store_true", help="show: list every partition")
+    p.add_argument("--dry-run", action="store_true", help="balance: only print the moves")
+    p.set_defaults(func=cmd_placement)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -76,6 +76,9 @@ def own_broker(tmp_path, request):
     started = []
 
     def make(overrides=None, **kw):
+        # one worker: these tests find "worker 0" in the log (several workers:
+        # tests/integration/test_multiworker.py)
+        overrides = {"num.workers": 1, **(overrides or {})}
         b = h.Broker(tmp_path / f"b{len(started)}", overrides, name=f"supervised{len(started)}", **kw)
         started.append(b)
         if not hasattr(request.node, "_brokers"):

@@ -1,0 +1,325 @@
+"""The placement map's one writer, and the local admin endpoint of `mpbroker placement`.
+
+Runs in the controller process (ARCHITECTURE §1 puts the placement map and the admin
+endpoint in the supervisor; they live here instead because the controller process
+already has an event loop, the ordered channel to every worker and the data directory's
+metadata store, while the supervisor's main loop is a select loop that only writes to
+its children; deviation by design, same single-writer guarantee).
+
+* `PlacementManager` loads `<log.dirs[0]>/__mpbroker_metadata/placement.json`,
+  reconciles it with this start (`PlacementTable.reconcile`: config `placement.*` keys,
+  the number of workers) and saves each new revision (tmp + fsync + rename) *before*
+  pushing it to the workers (`{"op": "placement", "table"}` on the controller channel,
+  ordered with the metadata pushes). Workers answer `placement_applied(worker, revision)`
+  once they reconciled their partitions with it; a worker asks for the table at boot
+  (`placement` RPC) before it opens any log.
+* A live move of one partition is two revisions: first the partition is *in transit*
+  (owner -1: the old owner flushes and closes its log, nobody serves it, requests get
+  NOT_LEADER_OR_FOLLOWER and clients retry), then, once the old owner acknowledged (or
+  is dead), the new owner; the move returns when the new owner acknowledged it opened
+  the log, with the time the partition was unavailable. Two processes never have the
+  same log open.
+* `balance` measures bytes in + out per second per partition over an interval and moves
+  partitions by `workers.placement.plan_balance`.
+* The admin endpoint: a Unix socket at `admin.socket` (default
+  `<log.dirs[0]>/.mpbroker-admin.sock`); one JSON line in (`{"cmd": "show"|"move"|
+  "balance", ...}`), one JSON line out. Only local users with access to the data
+  directory reach it.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+
+from workers.placement import IN_TRANSIT, PlacementTable, parse_config, plan_balance
+
+log = logging.getLogger(__name__)
+
+ACK_TIMEOUT_S = 15.0
+ASK_TIMEOUT_S = 5.0
+
+
+def placement_path(log_dir: str) -> str:
+    return os.path.join(log_dir, "__mpbroker_metadata", "placement.json")
+
+
+def unix_path(path: str) -> str:
+    """A name for bind/connect within the 108-byte sun_path limit: long paths go through
+    /proc/self/fd/<dir fd>/<name> (the dir fd stays open for the process's life)."""
+    if len(path.encode()) < 100:
+        return path
+    d, name = os.path.split(path)
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    return f"/proc/self/fd/{fd}/{name}"
+
+
+def load_table(path: str) -> PlacementTable | None:
+    try:
+        with open(path) as f:
+            return PlacementTable.from_json(json.load(f))
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError, KeyError) as e:
+        log.error("ignoring an unreadable placement map %s: %s", path, e)
+        return None
+
+
+def save_table(path: str, table: PlacementTable) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(table.to_json(), f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class PlacementManager:
+    def __init__(self, cfg, service, num_workers: int | None = None):
+        self.cfg = cfg
+        self.service = service          # supervisor.ControllerService: links, broadcast
+        self.path = placement_path(cfg.log_dirs[0])
+        n = num_workers if num_workers is not None else cfg.num_workers
+        old = load_table(self.path) or PlacementTable(0, n)
+        self.table = old.reconcile(n, parse_config(cfg.placement))
+        if old.num_workers != n and old.revision:
+            log.info("num.workers changed from %d to %d: partitions redistributed",
+                     old.num_workers, n)
+        save_table(self.path, self.table)
+        self.applied: dict[int, int] = {}
+        self.changed = asyncio.Event()
+        self._asks: dict[int, asyncio.Future] = {}
+        self._next_ask = 0
+        self._lock = asyncio.Lock()
+        self.server = None
+        self.admin_path = None
+
+    # ------------------------------------------------------------ worker messages
+    def on_worker_message(self, wid: int | None, method: str, args) -> object:
+        if method == "placement":
+            return self.table
+        if method == "placement_applied":
+            w, rev = args
+            self.applied[w] = max(rev, self.applied.get(w, 0))
+            self.changed.set()
+        elif method == "worker_reply":
+            rid, result = args
+            fut = self._asks.pop(rid, None)
+            if fut is not None and not fut.done():
+                fut.set_result(result)
+        return None
+
+    def worker_lost(self, wid: int) -> None:
+        self.applied.pop(wid, None)
+        self.changed.set()
+
+    # ------------------------------------------------------------ revisions
+    def publish(self, table: PlacementTable) -> None:
+        save_table(self.path, table)
+        self.table = table
+        self.service._broadcast({"op": "placement", "table": table})
+
+    async def wait_applied(self, wid: int, revision: int, timeout: float = ACK_TIMEOUT_S) -> bool:
+        """Until worker `wid` applied `revision` (True), or is not connected (False)."""
+        deadline = time.monotonic() + timeout
+        while self.applied.get(wid, 0) < revision:
+            link = self.service.links.get(wid)
+            if link is None or link.closed:
+                return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"worker {wid} did not apply placement revision {revision}")
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), min(left, 0.5))
+            except asyncio.TimeoutError:
+                pass
+        return True
+
+    # ------------------------------------------------------------ asking the workers
+    async def ask_all(self, what: str, timeout: float = ASK_TIMEOUT_S) -> dict[int, dict]:
+        futs = {}
+        loop = asyncio.get_running_loop()
+        for wid, link in list(self.service.links.items()):
+            if link.closed:
+                continue
+            self._next_ask += 1
+            rid = self._next_ask
+            fut = self._asks[rid] = loop.create_future()
+            try:
+                link.send({"op": "ask", "rid": rid, "what": what})
+            except ConnectionError:
+                self._asks.pop(rid, None)
+                continue
+            futs[wid] = (rid, fut)
+        out = {}
+        deadline = time.monotonic() + timeout
+        for wid, (rid, fut) in futs.items():
+            try:
+                res = await asyncio.wait_for(fut, max(0.01, deadline - time.monotonic()))
+            except (asyncio.TimeoutError, ConnectionError):
+                self._asks.pop(rid, None)
+                continue
+            if res is not None:       # None: the worker is still booting
+                out[wid] = res
+        return out
+
+    async def sample(self, interval: float) -> dict:
+        """Two stats samples `interval` apart; rates per worker and per partition."""
+        a = await self.ask_all("stats")
+        await asyncio.sleep(max(0.05, interval))
+        b = await self.ask_all("stats")
+        workers = []
+        for wid in sorted(b):
+            s2 = b[wid]
+            s1 = a.get(wid) if a.get(wid, {}).get("pid") == s2["pid"] else None
+            dt = max(1e-6, s2["time"] - s1["time"]) if s1 else None
+
+            def rate(key, s1=s1, s2=s2, dt=dt):
+                return (s2[key] - s1[key]) / dt if s1 else 0.0
+            parts = []
+            for name, p2 in sorted(s2["partitions"].items(),
+                                   key=lambda kv: (kv[1]["topic"], kv[1]["partition"])):
+                p1 = s1["partitions"].get(name) if s1 else None
+                rin = (p2["bytes_in"] - p1["bytes_in"]) / dt if p1 else 0.0
+                rout = (p2["bytes_out"] - p1["bytes_out"]) / dt if p1 else 0.0
+                parts.append({"topic": p2["topic"], "partition": p2["partition"],
+                              "bytes_in_per_s": max(0.0, rin), "bytes_out_per_s": max(0.0, rout),
+                              "size": p2["size"]})
+            workers.append({
+                "worker": wid, "pid": s2["pid"], "cores": s2["cores"],
+                "placement_revision": s2["placement_revision"],
+                "partitions": parts, "num_partitions": len(parts),
+                "bytes_in_per_s": max(0.0, rate("bytes_in")),
+                "bytes_out_per_s": max(0.0, rate("bytes_out")),
+                "requests_per_s": max(0.0, rate("requests")),
+                "served_for_peers_per_s": max(0.0, rate("requests_served")),
+                "cpu_percent": max(0.0, 100.0 * rate("cpu_s")),
+                "purgatory": s2["purgatory"], "fetch_sessions": s2["fetch_sessions"],
+                "connections": s2["connections"]})
+        return {"num_workers": self.table.num_workers, "revision": self.table.revision,
+                "interval_s": interval, "workers": workers}
+
+    # ------------------------------------------------------------ admin commands
+    async def show(self, interval: float = 1.0) -> dict:
+        return await self.sample(interval)
+
+    def _check_partition(self, topic: str, partition: int) -> None:
+        md = self.service.ctl.metadata()
+        t = md.topics.get(topic)
+        if t is None or partition not in t.partitions:
+            raise ValueError(f"unknown partition {topic}-{partition}")
+
+    async def move(self, topic: str, partition: int, worker: int) -> dict:
+        n = self.table.num_workers
+        if not 0 <= worker < n:
+            raise ValueError(f"worker must be in 0..{n - 1}")
+        self._check_partition(topic, partition)
+        async with self._lock:
+            return await self._move_many({(topic, partition): worker})
+
+    async def _move_many(self, moves: dict) -> dict:
+        """Move partitions live: in transit, old owners closed, then new owners opened."""
+        old = {tp: self.table.owner(*tp) for tp in moves}
+        moves = {tp: w for tp, w in moves.items() if old[tp] != w}
+        if not moves:
+            return {"moved": [], "unavailable_ms": 0.0, "revision": self.table.revision}
+        t0 = time.monotonic()
+        self.publish(self.table.assign({tp: IN_TRANSIT for tp in moves}))
+        rev = self.table.revision
+        for w in sorted({old[tp] for tp in moves if old[tp] >= 0}):
+            await self.wait_applied(w, rev)
+        closed = time.monotonic()
+        self.publish(self.table.assign(moves))
+        rev = self.table.revision
+        for w in sorted(set(moves.values())):
+            await self.wait_applied(w, rev)
+        done = time.monotonic()
+        log.info("placement: moved %s in %.1f ms",
+                 ", ".join(f"{t}-{p} {old[(t, p)]}->{w}" for (t, p), w in moves.items()),
+                 (done - t0) * 1000)
+        return {"moved": [{"topic": t, "partition": p, "from": old[(t, p)], "to": w}
+                          for (t, p), w in moves.items()],
+                "unavailable_ms": round((done - t0) * 1000, 3),
+                "close_ms": round((closed - t0) * 1000, 3), "revision": rev}
+
+    async def balance(self, interval: float = 2.0, dry_run: bool = False,
+                      max_moves: int = 64) -> dict:
+        s = await self.sample(interval)
+        loads = {}
+        for w in s["workers"]:
+            for p in w["partitions"]:
+                loads[(p["topic"], p["partition"])] = p["bytes_in_per_s"] + p["bytes_out_per_s"]
+        plan = plan_balance(loads, self.table, max_moves)
+        before = {w["worker"]: w["bytes_in_per_s"] + w["bytes_out_per_s"] for w in s["workers"]}
+        after = dict.fromkeys(before, 0.0)
+        for tp, load in loads.items():
+            w = plan.get(tp, self.table.owner(*tp))
+            if w in after:
+                after[w] += load
+        out = {"load_before": before, "load_after_estimate": after,
+               "moves": [{"topic": t, "partition": p, "to": w} for (t, p), w in plan.items()]}
+        if plan and not dry_run:
+            async with self._lock:
+                out["result"] = await self._move_many(plan)
+        return out
+
+    # ------------------------------------------------------------ admin socket
+    async def serve_admin(self, path: str) -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.warning("admin socket %s: %s", path, e)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self.server = await asyncio.start_unix_server(self._client, unix_path(path))
+            self.admin_path = path
+        except OSError as e:
+            log.error("cannot serve the admin socket %s: %s", path, e)
+
+    async def _client(self, reader, writer) -> None:
+        try:
+            line = await reader.readline()
+            req = json.loads(line or b"{}")
+            cmd = req.get("cmd")
+            try:
+                if cmd == "show":
+                    resp = {"ok": await self.show(float(req.get("interval", 1.0)))}
+                elif cmd == "move":
+                    resp = {"ok": await self.move(str(req["topic"]), int(req["partition"]),
+                                                  int(req["worker"]))}
+                elif cmd == "balance":
+                    resp = {"ok": await self.balance(float(req.get("interval", 2.0)),
+                                                     bool(req.get("dry_run")),
+                                                     int(req.get("max_moves", 64)))}
+                elif cmd == "table":
+                    resp = {"ok": self.table.to_json()}
+                else:
+                    resp = {"error": f"unknown command {cmd!r}"}
+            except (ValueError, KeyError, TimeoutError) as e:
+                resp = {"error": str(e)}
+            writer.write(json.dumps(resp).encode() + b"\n")
+            await writer.drain()
+        except Exception:
+            log.exception("admin request failed")
+        finally:
+            writer.close()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            if self.admin_path:
+                try:
+                    os.unlink(self.admin_path)
+                except OSError:
+                    pass

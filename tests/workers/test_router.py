@@ -1,0 +1,124 @@
+"""The router's pure split/merge functions (workers/router.py)."""
+from __future__ import annotations
+
+from mpbroker.protocol import api_keys as K
+from storage.slices import FileSlice
+from workers.fetch_session import CachedPartition
+from workers.router import (GROUP_MULTI, PART_SPECS, fetch_has_news, fetch_subrequest,
+                            merge_groups, merge_list_groups, merge_partitions, portable,
+                            sanitize_response, split_groups, split_partitions)
+
+
+def produce_req():
+    return {"acks": -1, "timeout_ms": 1000, "transactional_id": None, "topic_data": [
+        {"name": "a", "partition_data": [{"index": i, "records": memoryview(bytearray(b"r%d" % i))}
+                                         for i in (3, 0, 1)]},
+        {"name": "b", "partition_data": [{"index": 0, "records": memoryview(bytearray(b"b0"))}]}]}
+
+
+def owner(topic, p):
+    return {"a": p % 2, "b": 1}[topic]
+
+
+def test_split_produce_by_owner_keeps_order_and_fields():
+    parts = split_partitions(produce_req(), PART_SPECS[K.PRODUCE], owner)
+    assert set(parts) == {0, 1}
+    assert [(t["name"], [p["index"] for p in t["partition_data"]]) for t in parts[1]["topic_data"]] == \
+        [("a", [3, 1]), ("b", [0])]
+    assert [(t["name"], [p["index"] for p in t["partition_data"]]) for t in parts[0]["topic_data"]] == \
+        [("a", [0])]
+    assert parts[0]["acks"] == -1 and parts[1]["timeout_ms"] == 1000
+
+
+def test_merge_produce_in_request_order():
+    req = produce_req()
+    parts = split_partitions(req, PART_SPECS[K.PRODUCE], owner)
+
+    def answer(sub, throttle):
+        return {"throttle_time_ms": throttle, "responses": [
+            {"name": t["name"], "partition_responses": [
+                {"index": p["index"], "error_code": 0, "base_offset": 10 * p["index"]}
+                for p in t["partition_data"]]} for t in sub["topic_data"]]}
+    merged = merge_partitions(req, PART_SPECS[K.PRODUCE], [answer(parts[1], 5), answer(parts[0], 0)])
+    assert merged["throttle_time_ms"] == 5
+    assert [(t["name"], [(p["index"], p["base_offset"]) for p in t["partition_responses"]])
+            for t in merged["responses"]] == [("a", [(3, 30), (0, 0), (1, 10)]), ("b", [(0, 0)])]
+
+
+def test_split_single_owner_and_empty():
+    assert list(split_partitions(produce_req(), PART_SPECS[K.PRODUCE], lambda t, p: 7)) == [7]
+    assert split_partitions({"topic_data": []}, PART_SPECS[K.PRODUCE], owner) == {}
+
+
+def test_list_offsets_and_offset_for_leader_epoch_specs():
+    req = {"replica_id": -1, "topics": [{"name": "a", "partitions": [
+        {"partition_index": i, "timestamp": -1} for i in range(4)]}]}
+    spec = PART_SPECS[K.LIST_OFFSETS]
+    parts = split_partitions(req, spec, owner)
+    resps = [{"throttle_time_ms": 0, "topics": [{"name": "a", "partitions": [
+        {"partition_index": p["partition_index"], "offset": 100 + p["partition_index"]}
+        for p in sub["topics"][0]["partitions"]]}]} for sub in parts.values()]
+    merged = merge_partitions(req, spec, resps)
+    assert [p["offset"] for p in merged["topics"][0]["partitions"]] == [100, 101, 102, 103]
+    ofle = {"topics": [{"topic": "a", "partitions": [{"partition": 1, "leader_epoch": 0},
+                                                      {"partition": 0, "leader_epoch": 0}]}]}
+    spec = PART_SPECS[K.OFFSET_FOR_LEADER_EPOCH]
+    parts = split_partitions(ofle, spec, owner)
+    resps = [{"topics": [{"topic": "a", "partitions": [{"partition": p["partition"], "end_offset": 5}
+                                                       for p in sub["topics"][0]["partitions"]]}]}
+             for sub in parts.values()]
+    assert [p["partition"] for p in merge_partitions(ofle, spec, resps)["topics"][0]["partitions"]] == [1, 0]
+
+
+def test_groups_split_and_merge():
+    spec = GROUP_MULTI[K.DESCRIBE_GROUPS]
+    req = {"groups": ["g1", "g2", "g3"], "include_authorized_operations": False}
+    own = {"g1": 0, "g2": 1, "g3": 0}
+    parts = split_groups(req, spec, own.get)
+    assert parts[0]["groups"] == ["g1", "g3"] and parts[1]["groups"] == ["g2"]
+    resps = [{"throttle_time_ms": 0, "groups": [{"group_id": g, "error_code": 0} for g in sub["groups"]]}
+             for sub in (parts[1], parts[0])]
+    assert [g["group_id"] for g in merge_groups(req, spec, resps)["groups"]] == ["g1", "g2", "g3"]
+    spec = GROUP_MULTI[K.OFFSET_FETCH]
+    req = {"groups": [{"group_id": "g2", "topics": None}, {"group_id": "g1", "topics": None}]}
+    parts = split_groups(req, spec, own.get)
+    assert parts[1]["groups"] == [{"group_id": "g2", "topics": None}]
+    resps = [{"groups": [{"group_id": g["group_id"], "topics": []} for g in sub["groups"]]}
+             for sub in parts.values()]
+    assert [g["group_id"] for g in merge_groups(req, spec, resps)["groups"]] == ["g2", "g1"]
+    lg = merge_list_groups([{"error_code": 0, "groups": [{"group_id": "a"}]},
+                            {"error_code": 14, "groups": [{"group_id": "b"}], "throttle_time_ms": 3}])
+    assert lg == {"throttle_time_ms": 3, "error_code": 14, "groups": [{"group_id": "a"}, {"group_id": "b"}]}
+
+
+def test_fetch_subrequest_is_sessionless():
+    cps = [CachedPartition("a", b"\1" * 16, 1, 5, 1000), CachedPartition("a", b"\1" * 16, 3, 7, 1000),
+           CachedPartition("b", b"\2" * 16, 0, 0, 500)]
+    req = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 100, "isolation_level": 0,
+           "session_id": 77, "session_epoch": 3, "topics": [], "forgotten_topics_data": [{"topic": "z"}],
+           "rack_id": ""}
+    sub = fetch_subrequest(req, 12, cps, 50, 0, 1)
+    assert sub["session_epoch"] == -1 and sub["session_id"] == 0 and sub["forgotten_topics_data"] == []
+    assert (sub["max_bytes"], sub["max_wait_ms"], sub["min_bytes"]) == (50, 0, 1)
+    assert [(t["topic"], [(p["partition"], p["fetch_offset"]) for p in t["partitions"]])
+            for t in sub["topics"]] == [("a", [(1, 5), (3, 7)]), ("b", [(0, 0)])]
+    sub13 = fetch_subrequest(req, 13, cps, 50, 500, 1)
+    assert [t["topic_id"] for t in sub13["topics"]] == [b"\1" * 16, b"\2" * 16]
+
+
+def test_fetch_news_and_sanitize():
+    empty = {"error_code": 0, "responses": [{"topic": "a", "partitions": [
+        {"partition_index": 0, "error_code": 0, "records": []}]}]}
+    assert not fetch_has_news(empty)
+    resp = {"error_code": 0, "responses": [{"topic": "a", "partitions": [
+        {"partition_index": 0, "error_code": 0, "records": [FileSlice("/x/0.log", 0, 10, 42)]}]}]}
+    assert fetch_has_news(resp)
+    out = sanitize_response(K.FETCH, resp)
+    assert out["responses"][0]["partitions"][0]["records"] == [FileSlice("/x/0.log", 0, 10, -1)]
+
+
+def test_portable_produce_records_become_bytearrays():
+    body = portable(K.PRODUCE, produce_req())
+    import pickle
+    again = pickle.loads(pickle.dumps(body))
+    assert again["topic_data"][0]["partition_data"][0]["records"] == bytearray(b"r3")

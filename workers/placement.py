@@ -1,0 +1,143 @@
+"""The placement map (shard table): which worker process owns each partition.
+
+Pure values, no I/O (ARCHITECTURE §2, issue 10 "Placement tuning"). Every worker holds a
+copy; the controller process is its one writer (it persists it as
+`<log.dirs[0]>/__mpbroker_metadata/placement.json`, see `mpbroker/controller/placement.py`)
+and pushes each new revision to the workers, which ignore a revision that is not newer
+than the one they hold (`PlacementTable.newer_than`).
+
+Owner of partition p of topic t, first match wins:
+
+1. an explicit assignment made at run time (`mpbroker placement move|balance`),
+   persisted with the table: `assignments[(t, p)] = worker`, where worker -1 means "in
+   transit" (a live move between the old owner closing the log and the new owner opening
+   it: nobody serves it, requests get NOT_LEADER_OR_FOLLOWER and clients retry);
+2. config `placement.<t>-<p>=<worker>` (one partition);
+3. config `placement.<t>=<worker>` (every partition of the topic);
+4. the default spread: `(stable_hash(t) + p) % num_workers`, stable_hash = CRC-32 of the
+   UTF-8 name. Consecutive partitions of a topic land on consecutive workers, and the
+   offset per topic keeps topics with few partitions from all starting on worker 0.
+   `__consumer_offsets` is spread the same way, so the group coordinators are spread too.
+
+A key `placement.a-1` is read both as "partition 1 of topic a" and as "topic a-1": the
+lookup tries the partition form first, so it is only ambiguous for a topic literally
+named like another topic's partition; document-level caveat, not worth a syntax.
+
+Workers outside `range(num_workers)` (a config or an assignment written for more workers
+than run now) wrap around (`% num_workers`). When the number of workers changes between
+restarts the run-time assignments are dropped (`reconcile`): they balanced a different
+set of workers, and the default spread redistributes every partition.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping
+
+IN_TRANSIT = -1
+
+
+def stable_hash(topic: str) -> int:
+    return zlib.crc32(topic.encode("utf-8"))
+
+
+def default_owner(topic: str, partition: int, num_workers: int) -> int:
+    return (stable_hash(topic) + partition) % max(1, num_workers)
+
+
+def parse_config(placement_cfg: Mapping[str, str]) -> dict[str, int]:
+    """`config.placement` ({"topic": "1", "topic-3": "0"}) -> {key: worker}; bad values skipped."""
+    out = {}
+    for key, value in (placement_cfg or {}).items():
+        try:
+            w = int(str(value).strip())
+        except ValueError:
+            continue
+        if w >= 0 and key:
+            out[key] = w
+    return out
+
+
+@dataclass(frozen=True)
+class PlacementTable:
+    revision: int = 0
+    num_workers: int = 1
+    config: Mapping[str, int] = field(default_factory=dict)              # from placement.*
+    assignments: Mapping[tuple[str, int], int] = field(default_factory=dict)  # run-time moves
+
+    # ------------------------------------------------------------ lookups
+    def owner(self, topic: str, partition: int) -> int:
+        n = max(1, self.num_workers)
+        w = self.assignments.get((topic, partition))
+        if w is not None:
+            return w if w == IN_TRANSIT else w % n
+        if self.config:
+            w = self.config.get(f"{topic}-{partition}")
+            if w is None:
+                w = self.config.get(topic)
+            if w is not None:
+                return w % n
+        return default_owner(topic, partition, n)
+
+    def owned_by(self, worker: int, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        return [tp for tp in partitions if self.owner(*tp) == worker]
+
+    def newer_than(self, other: "PlacementTable | None") -> bool:
+        return other is None or self.revision > other.revision
+
+    # ------------------------------------------------------------ changes (new revisions)
+    def assign(self, moves: Mapping[tuple[str, int], int]) -> "PlacementTable":
+        a = dict(self.assignments)
+        a.update(moves)
+        return replace(self, revision=self.revision + 1, assignments=a)
+
+    def reconcile(self, num_workers: int, config: Mapping[str, int]) -> "PlacementTable":
+        """The table for this start: the config's placement.* keys, and the persisted
+        assignments kept only when the number of workers is the same as when they were made
+        (in-transit marks of a move the crash interrupted are dropped either way)."""
+        keep = {} if num_workers != self.num_workers else {
+            k: w for k, w in self.assignments.items() if 0 <= w < num_workers}
+        return PlacementTable(self.revision + 1, num_workers, dict(config), keep)
+
+    # ------------------------------------------------------------ persistence format
+    def to_json(self) -> dict:
+        return {"revision": self.revision, "num_workers": self.num_workers,
+                "config": dict(self.config),
+                "assignments": [[t, p, w] for (t, p), w in sorted(self.assignments.items())]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PlacementTable":
+        return cls(int(data.get("revision", 0)), int(data.get("num_workers", 1)),
+                   {str(k): int(v) for k, v in (data.get("config") or {}).items()},
+                   {(str(t), int(p)): int(w) for t, p, w in data.get("assignments") or ()})
+
+
+def plan_balance(loads: Mapping[tuple[str, int], float], table: PlacementTable,
+                 max_moves: int = 64) -> dict[tuple[str, int], int]:
+    """Moves that even out the measured load (bytes in + out per second per partition)
+    over the workers: greedy, the heaviest partitions first onto the least loaded worker
+    (LPT scheduling), then only the partitions whose owner changes are returned, at most
+    `max_moves` of them (the biggest gains first). Partitions with no load stay put."""
+    n = max(1, table.num_workers)
+    current = {tp: table.owner(*tp) for tp in loads}
+    if n == 1:
+        return {}
+    target_load = [0.0] * n
+    target: dict[tuple[str, int], int] = {}
+    # Heaviest first; ties keep the current owner (fewer moves).
+    for tp, load in sorted(loads.items(), key=lambda kv: (-kv[1], kv[0])):
+        if load <= 0:
+            continue
+        cur = current[tp]
+        best = min(range(n), key=lambda w: (target_load[w], w != cur, w))
+        target[tp] = best
+        target_load[best] += load
+    cur_load = [0.0] * n
+    for tp, load in loads.items():
+        if current[tp] >= 0:
+            cur_load[current[tp]] += load
+    if max(cur_load) - min(cur_load) <= max(target_load) - min(target_load):
+        return {}       # no better than now
+    moves = {tp: w for tp, w in target.items() if w != current[tp]}
+    ranked = sorted(moves, key=lambda tp: -loads[tp])[:max_moves]
+    return {tp: moves[tp] for tp in ranked}

@@ -1,0 +1,752 @@
+"""Cross-worker routing: the SO_REUSEPORT front splits requests by owner (ARCHITECTURE §2).
+
+A connection lands on an arbitrary worker, its *front*. For the APIs in `ROUTES` the
+dispatcher hands the decoded request to `Router.route` instead of the handler:
+
+* partition-scoped (Produce, ListOffsets, DeleteRecords, OffsetForLeaderEpoch): the
+  request dict is split by owner (`split_partitions`, the placement map's owner of each
+  (topic, partition)); the local part runs through the normal handler at once, each
+  remote part goes as ONE message to its owner over the mesh, which runs its normal
+  handler on it; the parts are merged back in request order (`merge_partitions`: the
+  topics and partitions in the order the client sent them, errors per partition).
+* Fetch: the front keeps the incremental fetch session (KIP-227) and resolves which
+  partitions the request reads; it reads its own partitions itself and forwards the
+  others as *sessionless* Fetch requests (session_epoch -1) with a share of `max_bytes`.
+  Owners answer FileSlices with fd=-1 (segment path, position, length): the front's
+  connection opens the file by path and sendfiles it, so record bytes are never copied
+  between processes (produce payloads are, once, to the owner).
+  Long polling: the parts are forwarded with the request's max_wait_ms/min_bytes, each
+  owner parks its part in its own fetch purgatory (woken by its appends); when the
+  first part answers with data or an error (or the local part completes), the front
+  tells the other owners `{"op": "complete", "id"}`, which force-complete their parked
+  part, and answers once all parts are in. This is how "the owners notify the front"
+  of ARCHITECTURE §2 is realised: the owner's answer IS the notification, and the
+  timeout runs on each owner's timing wheel rather than on the front's (deviation: it
+  saves a second message per wake-up and a watch registry on the owners).
+* coordinator-scoped group APIs: forwarded whole to the worker that owns partition
+  `coordinator_partition(group_id)` of `__consumer_offsets`; requests naming several
+  groups (DescribeGroups, DeleteGroups, ConsumerGroupDescribe, OffsetFetch v8+) are
+  split per coordinator and merged in request order; ListGroups fans out to every worker.
+* everything else (Metadata, ApiVersions, admin APIs, FindCoordinator, InitProducerId)
+  runs on the front: metadata comes from the controller's pushes.
+
+Mesh messages (`workers/mesh.py` framing):
+
+    front -> owner  {"op": "req", "id", "api_key", "version", "body", "client_id",
+                     "client_host", ["keys"], ["oneway"]}
+    owner -> front  {"op": "resp", "id", "body"} | {"op": "resp", "id", "error": str}
+    front -> owner  {"op": "complete", "id"}           (Fetch long poll: answer now)
+
+Failure: a part whose owner is unreachable (dead peer, channel closed, or a partition
+in transit during a move) is answered by running the *local* handler on it: this worker
+does not own those partitions/coordinators, so the handler answers per partition
+NOT_LEADER_OR_FOLLOWER (or NOT_COORDINATOR for groups), both retriable; clients refresh
+metadata and retry, and a respawned worker is reachable again through the new socket
+pair the supervisor hands over (`replace_peer`).
+
+Produce with acks=0 forwards with "oneway": the owner answers only if the append
+failed, and then the front closes the client's connection (Kafka's only way to tell an
+acks=0 producer), as the local handler does by raising.
+
+The split/merge functions at the top are pure (unit-tested in tests/workers).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+import weakref
+from typing import Any, Callable, NamedTuple
+
+from mpbroker.protocol import api_keys as K
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+# ============================================================================ pure split / merge
+class PartSpec(NamedTuple):
+    req_topics: str
+    req_name: str
+    req_parts: str
+    req_index: str
+    resp_topics: str
+    resp_name: str
+    resp_parts: str
+    resp_index: str
+
+
+PART_SPECS = {
+    K.PRODUCE: PartSpec("topic_data", "name", "partition_data", "index",
+                        "responses", "name", "partition_responses", "index"),
+    K.LIST_OFFSETS: PartSpec("topics", "name", "partitions", "partition_index",
+                             "topics", "name", "partitions", "partition_index"),
+    K.DELETE_RECORDS: PartSpec("topics", "name", "partitions", "partition_index",
+                               "topics", "name", "partitions", "partition_index"),
+    K.OFFSET_FOR_LEADER_EPOCH: PartSpec("topics", "topic", "partitions", "partition",
+                                        "topics", "topic", "partitions", "partition"),
+}
+
+
+def split_partitions(req: dict, spec: PartSpec, owner_of: Callable[[str, int], int]) -> dict:
+    """{owner: sub-request}: each sub-request is `req` with only that owner's partitions,
+    topics (and partitions within them) in request order, topics without any dropped."""
+    by_owner: dict[int, list] = {}
+    for t in req.get(spec.req_topics) or ():
+        name = t[spec.req_name]
+        per: dict[int, list] = {}
+        for p in t[spec.req_parts]:
+            per.setdefault(owner_of(name, p[spec.req_index]), []).append(p)
+        for w, parts in per.items():
+            by_owner.setdefault(w, []).append({**t, spec.req_parts: parts})
+    if not by_owner:
+        return {}
+    return {w: {**req, spec.req_topics: topics} for w, topics in by_owner.items()}
+
+
+def merge_partitions(req: dict, spec: PartSpec, responses: list[dict]) -> dict:
+    """One response in request order from the parts' responses. Top-level fields come
+    from the first part (throttle_time_ms: the largest). A partition no part answered
+    (cannot happen unless a handler dropped it) is left out."""
+    found: dict[tuple, collections.deque] = {}
+    for resp in responses:
+        for t in resp.get(spec.resp_topics) or ():
+            for p in t[spec.resp_parts]:
+                found.setdefault((t[spec.resp_name], p[spec.resp_index]),
+                                 collections.deque()).append(p)
+    out = {k: v for k, v in responses[0].items() if k != spec.resp_topics} if responses else {}
+    if "throttle_time_ms" in out:
+        out["throttle_time_ms"] = max(r.get("throttle_time_ms", 0) for r in responses)
+    topics = []
+    for t in req.get(spec.req_topics) or ():
+        name = t[spec.req_name]
+        parts = []
+        for p in t[spec.req_parts]:
+            q = found.get((name, p[spec.req_index]))
+            if q:
+                parts.append(q.popleft())
+        topics.append({spec.resp_name: name, spec.resp_parts: parts})
+    out[spec.resp_topics] = topics
+    return out
+
+
+class GroupSpec(NamedTuple):
+    req_field: str            # the list of groups in the request
+    resp_field: str           # the list of per-group answers in the response
+    dict_items: bool          # request items are dicts with "group_id" (else plain names)
+
+
+GROUP_MULTI = {
+    K.DESCRIBE_GROUPS: GroupSpec("groups", "groups", False),
+    K.DELETE_GROUPS: GroupSpec("groups_names", "results", False),
+    K.CONSUMER_GROUP_DESCRIBE: GroupSpec("group_ids", "groups", False),
+    K.OFFSET_FETCH: GroupSpec("groups", "groups", True),            # v8+
+}
+
+GROUP_SINGLE = (K.JOIN_GROUP, K.SYNC_GROUP, K.HEARTBEAT, K.LEAVE_GROUP, K.OFFSET_COMMIT,
+                K.OFFSET_DELETE, K.CONSUMER_GROUP_HEARTBEAT, K.OFFSET_FETCH)
+
+
+def _gid(item, spec: GroupSpec) -> str:
+    return item["group_id"] if spec.dict_items else item
+
+
+def split_groups(req: dict, spec: GroupSpec, owner_of: Callable[[str], int]) -> dict:
+    by_owner: dict[int, list] = {}
+    for item in req.get(spec.req_field) or ():
+        by_owner.setdefault(owner_of(_gid(item, spec)), []).append(item)
+    return {w: {**req, spec.req_field: items} for w, items in by_owner.items()}
+
+
+def merge_groups(req: dict, spec: GroupSpec, responses: list[dict]) -> dict:
+    found: dict[str, collections.deque] = {}
+    for resp in responses:
+        for g in resp.get(spec.resp_field) or ():
+            found.setdefault(g.get("group_id"), collections.deque()).append(g)
+    out = {k: v for k, v in responses[0].items() if k != spec.resp_field} if responses else {}
+    if "throttle_time_ms" in out:
+        out["throttle_time_ms"] = max(r.get("throttle_time_ms", 0) for r in responses)
+    items = []
+    for item in req.get(spec.req_field) or ():
+        q = found.get(_gid(item, spec))
+        if q:
+            items.append(q.popleft())
+    out[spec.resp_field] = items
+    return out
+
+
+def merge_list_groups(responses: list[dict]) -> dict:
+    error = next((r.get("error_code", 0) for r in responses if r.get("error_code")), 0)
+    return {"throttle_time_ms": max((r.get("throttle_time_ms", 0) for r in responses), default=0),
+            "error_code": error, "groups": [g for r in responses for g in r.get("groups") or ()]}
+
+
+def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wait_ms: int,
+                     min_bytes: int) -> dict:
+    """A sessionless Fetch of `cps` (CachedPartitions, in order) for their owner."""
+    topics: list[dict] = []
+    for cp in cps:
+        key = cp.topic_id if version >= 13 else cp.topic
+        if not topics or topics[-1]["_k"] != key:
+            entry = {"_k": key, "partitions": []}
+            entry["topic_id" if version >= 13 else "topic"] = key
+            topics.append(entry)
+        topics[-1]["partitions"].append({
+            "partition": cp.partition, "fetch_offset": cp.fetch_offset,
+            "partition_max_bytes": cp.max_bytes, "log_start_offset": cp.log_start_offset,
+            "current_leader_epoch": cp.current_leader_epoch, "last_fetched_epoch": -1})
+    for t in topics:
+        del t["_k"]
+    sub = {k: v for k, v in req.items() if k not in ("topics", "forgotten_topics_data")}
+    sub.update(topics=topics, forgotten_topics_data=[], session_id=0, session_epoch=-1,
+               max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+    return sub
+
+
+def fetch_has_news(resp: dict) -> bool:
+    """An owner's Fetch answer carries records or an error (the front stops waiting)."""
+    if resp.get("error_code"):
+        return True
+    for t in resp.get("responses") or ():
+        for p in t.get("partitions") or ():
+            if p.get("error_code") or p.get("records"):
+                return True
+    return False
+
+
+def portable(api_key: int, body: dict) -> dict:
+    """A request body that survives pickling: Produce records (memoryviews over the
+    request frame) become bytearrays (the one copy to the owner)."""
+    if api_key == K.PRODUCE:
+        return {**body, "topic_data": [
+            {**t, "partition_data": [
+                {**p, "records": bytearray(p["records"])} if isinstance(p.get("records"), memoryview)
+                else p for p in t["partition_data"]]} for t in body["topic_data"]]}
+    return body
+
+
+def sanitize_response(api_key: int, body):
+    """FileSlices leave the owner with fd=-1: fds are per process (the front opens by path)."""
+    if api_key != K.FETCH or not isinstance(body, dict):
+        return body
+    from storage.slices import FileSlice
+    for t in body.get("responses") or ():
+        for p in t.get("partitions") or ():
+            recs = p.get("records")
+            if isinstance(recs, list):
+                p["records"] = [c._replace(fd=-1) if isinstance(c, FileSlice) else bytes(c)
+                                for c in recs]
+            elif isinstance(recs, memoryview):
+                p["records"] = bytes(recs)
+    return body
+
+
+# ============================================================================ the router
+class PeerGone(Exception):
+    pass
+
+
+class RemoteContext:
+    """The RequestContext of a request forwarded by a front (no connection here)."""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
+                 "connection", "forwarded_from")
+
+    def __init__(self, msg: dict, peer: int):
+        self.api_key = msg["api_key"]
+        self.api_version = msg["version"]
+        self.correlation_id = 0
+        self.client_id = msg.get("client_id")
+        self.client_host = msg.get("client_host", "")
+        self.connection = None
+        self.forwarded_from = peer
+
+
+async def _value(x):
+    if inspect.isawaitable(x):
+        return await x
+    return x
+
+
+class Router:
+    def __init__(self, broker):
+        self.broker = broker
+        self.peers: dict[int, Any] = {}            # worker id -> PeerLink
+        self.pending: dict[int, tuple[asyncio.Future, int]] = {}   # id -> (future, peer)
+        self.serving: dict[tuple[int, int], tuple] = {}  # (peer, id) -> (future, keys)
+        self.conns = weakref.WeakValueDictionary()        # acks=0 token -> Connection
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._next_id = 0
+        self.forwarded = 0          # parts this worker sent to owners
+        self.served = 0             # parts this worker ran for fronts
+        self.routes = {
+            K.PRODUCE: self._route_partitions, K.LIST_OFFSETS: self._route_partitions,
+            K.DELETE_RECORDS: self._route_partitions,
+            K.OFFSET_FOR_LEADER_EPOCH: self._route_partitions,
+            K.FETCH: self._route_fetch, K.LIST_GROUPS: self._route_list_groups,
+        }
+        for k in GROUP_SINGLE:
+            self.routes[k] = self._route_group
+        for k in GROUP_MULTI:
+            self.routes.setdefault(k, self._route_group_multi)
+
+    # ------------------------------------------------------------ peers
+    @property
+    def me(self) -> int:
+        return self.broker.worker_id
+
+    @property
+    def active(self) -> bool:
+        return self.broker.placement.num_workers > 1
+
+    def start(self, loop) -> None:
+        self.loop = loop
+        for link in self.peers.values():
+            if link.loop is None:
+                link.attach(loop)
+
+    def add_peer(self, wid: int, sock) -> None:
+        """A mesh socket to worker `wid` (at boot, or a new one after `wid` respawned)."""
+        from workers.mesh import PeerLink
+        old = self.peers.pop(wid, None)
+        if old is not None:
+            old.close()
+        link = PeerLink(sock, lambda m: self.on_message(wid, m), self._closed)
+        link.worker = wid
+        self.peers[wid] = link
+        if self.loop is not None:
+            link.attach(self.loop)
+
+    def _closed(self, link) -> None:
+        wid = link.worker
+        if self.peers.get(wid) is link:
+            del self.peers[wid]
+        for rid, (fut, peer) in list(self.pending.items()):
+            if peer == wid:
+                del self.pending[rid]
+                if not fut.done():
+                    fut.set_exception(PeerGone(f"worker {wid} is gone"))
+        for key in [k for k in self.serving if k[0] == wid]:
+            del self.serving[key]
+        log.warning("worker %d: lost the mesh channel to worker %d", self.me, wid)
+
+    def live_peers(self) -> list[int]:
+        return [w for w, link in self.peers.items() if not link.closed]
+
+    # ------------------------------------------------------------ owners
+    def owner(self, topic: str, partition: int) -> int:
+        """The worker to send (topic, partition) to; `me` when that is this worker, when
+        the partition is unknown (the local handler answers the error), in transit, or
+        its owner unreachable (the local handler answers NOT_LEADER_OR_FOLLOWER)."""
+        md = self.broker.metadata
+        t = md.topics.get(topic) if md is not None else None
+        if t is None or partition not in t.partitions:
+            return self.me
+        w = self.broker.placement.owner(topic, partition)
+        if w == self.me or w < 0:
+            return self.me
+        link = self.peers.get(w)
+        return w if link is not None and not link.closed else self.me
+
+    def group_owner(self, group_id: str) -> int:
+        md = self.broker.metadata
+        t = md.topics.get(OFFSETS_TOPIC) if md is not None else None
+        if t is None or not t.partitions or group_id is None:
+            return self.me
+        from workers.groups.partitioner import coordinator_partition
+        return self.owner(OFFSETS_TOPIC, coordinator_partition(group_id, len(t.partitions)))
+
+    # ------------------------------------------------------------ front side
+    def route(self, ctx, req: dict, handle: Callable):
+        fn = self.routes.get(ctx.api_key)
+        if fn is None or not self.active:
+            return handle(self.broker, ctx, req)
+        return fn(ctx, req, handle)
+
+    def forward(self, wid: int, ctx, body: dict, keys=None, oneway: bool = False):
+        """Send one part to its owner; a future of the owner's response dict, or None if
+        the owner cannot be reached (the caller answers the part locally)."""
+        link = self.peers.get(wid)
+        if link is None or link.closed:
+            return None
+        self._next_id += 1
+        rid = self._next_id
+        msg = {"op": "req", "id": rid, "api_key": ctx.api_key, "version": ctx.api_version,
+               "body": portable(ctx.api_key, body), "client_id": ctx.client_id,
+               "client_host": ctx.client_host}
+        if keys is not None:
+            msg["keys"] = keys
+        fut = None
+        if oneway:
+            conn = getattr(ctx, "connection", None)
+            if conn is not None:
+                msg["oneway"] = id(conn)
+                self.conns[id(conn)] = conn
+            else:
+                msg["oneway"] = 0
+        else:
+            fut = self.loop.create_future()
+            self.pending[rid] = (fut, wid)
+        try:
+            link.send(msg)
+        except ConnectionError:
+            self.pending.pop(rid, None)
+            return None
+        self.forwarded += 1
+        if oneway:
+            return True
+        fut.rid = rid
+        return fut
+
+    def _route_partitions(self, ctx, req, handle):
+        spec = PART_SPECS[ctx.api_key]
+        parts = split_partitions(req, spec, self.owner)
+        me = self.me
+        if not parts or set(parts) == {me}:
+            return handle(self.broker, ctx, req)
+        oneway = ctx.api_key == K.PRODUCE and req.get("acks") == 0
+        results: dict[int, Any] = {}
+        for w, sub in parts.items():
+            if w == me:
+                continue
+            fut = self.forward(w, ctx, sub, oneway=oneway)
+            if fut is None:       # unreachable: answered locally (NOT_LEADER_OR_FOLLOWER)
+                results[w] = handle(self.broker, ctx, sub)
+            else:
+                results[w] = fut
+        if me in parts:
+            results[me] = handle(self.broker, ctx, parts[me])
+        if oneway:
+            return None
+        order = list(parts)
+        if not any(inspect.isawaitable(r) for r in results.values()):
+            return merge_partitions(req, spec, [results[w] for w in order])
+
+        async def gather():
+            out = []
+            for w in order:
+                try:
+                    out.append(await _value(results[w]))
+                except PeerGone:
+                    out.append(await _value(handle(self.broker, ctx, parts[w])))
+            return merge_partitions(req, spec, out)
+        return gather()
+
+    # ---- groups
+    def _route_group(self, ctx, req, handle):
+        if ctx.api_key == K.OFFSET_FETCH and ctx.api_version >= 8:
+            return self._route_group_multi(ctx, req, handle)
+        gid = req.get("group_id")
+        w = self.group_owner(gid) if gid else self.me
+        if w == self.me:
+            return handle(self.broker, ctx, req)
+        fut = self.forward(w, ctx, req)
+        if fut is None:
+            return handle(self.broker, ctx, req)
+
+        async def wait():
+            try:
+                return await fut
+            except PeerGone:
+                return await _value(handle(self.broker, ctx, req))
+        return wait()
+
+    def _route_group_multi(self, ctx, req, handle):
+        spec = GROUP_MULTI[ctx.api_key]
+        parts = split_groups(req, spec, self.group_owner)
+        if not parts or set(parts) == {self.me}:
+            return handle(self.broker, ctx, req)
+        results = {}
+        for w, sub in parts.items():
+            if w != self.me:
+                results[w] = self.forward(w, ctx, sub) or handle(self.broker, ctx, sub)
+        if self.me in parts:
+            results[self.me] = handle(self.broker, ctx, parts[self.me])
+
+        async def gather():
+            out = []
+            for w in parts:
+                try:
+                    out.append(await _value(results[w]))
+                except PeerGone:
+                    out.append(await _value(handle(self.broker, ctx, parts[w])))
+            return merge_groups(req, spec, out)
+        return gather()
+
+    def _route_list_groups(self, ctx, req, handle):
+        futs = [f for f in (self.forward(w, ctx, req) for w in self.live_peers()) if f]
+        local = handle(self.broker, ctx, req)
+        if not futs:
+            return local
+
+        async def gather():
+            out = [await _value(local)]
+            for f in futs:
+                try:
+                    out.append(await f)
+                except PeerGone:
+                    pass
+            return merge_list_groups(out)
+        return gather()
+
+    # ---- fetch
+    def _route_fetch(self, ctx, req, handle):
+        from workers.fetch_session import FetchContext
+        from workers.handlers import fetch as F
+        broker = self.broker
+        version = ctx.api_version
+        requested, forgotten, unknown_ids = F._requested_partitions(broker, req, version)
+        reads = [(cp.topic, cp.partition) for cp in requested]
+        epoch = req.get("session_epoch", -1)
+        if epoch > 0:
+            s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
+            if s is not None:
+                reads.extend(s.partitions)
+        me = self.me
+        if all(self.owner(t, p) == me for t, p in reads):
+            return handle(broker, ctx, req)
+        fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
+                                                 requested, forgotten)
+        if fctx.error_code:
+            return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
+                    "responses": []}
+        plan = F.FetchPlan(broker, ctx, req, fctx, unknown_ids)
+        groups: dict[int, list] = {}
+        for cp in fctx.partitions:
+            groups.setdefault(self.owner(cp.topic, cp.partition), []).append(cp)
+        budget = max(1, plan.max_bytes // max(1, len(groups)))
+        part_req = {**req, "max_bytes": budget}
+
+        def part_plan(cps):
+            p = _PartPlan(broker, ctx, part_req, FetchContext(cps, None, incremental=False), {})
+            return p
+
+        local_cps = groups.pop(me, [])
+        found: dict[tuple, dict] = {}
+        news = bool(unknown_ids)
+        local_plan = part_plan(local_cps) if local_cps else None
+        if local_plan is not None:
+            lres, ltotal, lerr = local_plan.read_all()
+            if lerr or ltotal >= plan.min_bytes:
+                news = True
+        wait_ms = 0 if (news or plan.max_wait_ms <= 0) else plan.max_wait_ms
+        remote: dict[int, Any] = {}
+        for w, cps in groups.items():
+            sub = fetch_subrequest(req, version, cps, budget, wait_ms, plan.min_bytes)
+            fut = self.forward(w, ctx, sub, keys=[(cp.topic, cp.partition) for cp in cps])
+            if fut is None:
+                for cp, data in part_plan(cps).read_all()[0]:
+                    found[(cp.topic, cp.partition)] = data
+            else:
+                remote[w] = (fut, cps)
+        local_op = None
+        local_fut = None
+        if local_plan is not None:
+            if wait_ms > 0 and not news:      # park the local part like any long poll
+                local_fut = self.loop.create_future()
+                local_op = F.DelayedFetch(local_plan, local_fut)
+                broker.fetch_purgatory.try_complete_else_watch(local_op, list(local_op.start_bytes))
+            else:
+                for cp, data in lres:
+                    found[(cp.topic, cp.partition)] = data
+
+        def assemble():
+            results = []
+            for cp in fctx.partitions:
+                data = found.get((cp.topic, cp.partition))
+                if data is None:
+                    data = part_plan([cp]).read_all()[0][0][1]
+                results.append((cp, data))
+            return plan.response(results)
+
+        if not remote and local_fut is None:
+            return assemble()
+
+        async def finish():
+            waiting = {}
+            for w, (fut, cps) in remote.items():
+                waiting[fut] = ("remote", w, cps)
+            if local_fut is not None:
+                waiting[local_fut] = ("local", me, local_cps)
+            completed = False
+            while waiting:
+                done, _ = await asyncio.wait(list(waiting), return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    kind, w, cps = waiting.pop(fut)
+                    if kind == "local":
+                        res = fut.result()
+                        for cp, data in res:
+                            found[(cp.topic, cp.partition)] = data
+                        got = any(d["records"] or d["error_code"] for _, d in res)
+                    else:
+                        try:
+                            body = fut.result()
+                        except PeerGone:
+                            body = None
+                        if body is None:
+                            got = True
+                            for cp, data in part_plan(cps).read_all()[0]:
+                                found[(cp.topic, cp.partition)] = data
+                        else:
+                            got = fetch_has_news(body)
+                            self._collect_fetch(body, version, found)
+                    if got and not completed:
+                        completed = True
+                        for other, (k2, w2, _) in waiting.items():
+                            if k2 == "local":
+                                local_op.force_complete()
+                            else:
+                                self._send_complete(w2, other.rid)
+            return assemble()
+        return finish()
+
+    def _collect_fetch(self, body: dict, version: int, found: dict) -> None:
+        for t in body.get("responses") or ():
+            if version >= 13:
+                name = self.broker.topic_name_for_id(t.get("topic_id"))
+            else:
+                name = t.get("topic")
+            for p in t.get("partitions") or ():
+                found[(name, p["partition_index"])] = p
+
+    def _send_complete(self, wid: int, rid: int) -> None:
+        link = self.peers.get(wid)
+        if link is not None and not link.closed:
+            try:
+                link.send({"op": "complete", "id": rid})
+            except ConnectionError:
+                pass
+
+    # ------------------------------------------------------------ owner side
+    def on_message(self, peer: int, msg: dict) -> None:
+        op = msg.get("op")
+        if op == "req":
+            self._serve(peer, msg)
+        elif op == "resp":
+            self._on_response(msg)
+        elif op == "complete":
+            self._complete(peer, msg["id"])
+        else:
+            log.warning("mesh: unknown message %r from worker %d", op, peer)
+
+    def _on_response(self, msg: dict) -> None:
+        if "oneway" in msg:       # an acks=0 part failed: close the client's connection
+            conn = self.conns.get(msg["oneway"])
+            if conn is not None:
+                log.info("closing %s: acks=0 produce failed on another worker", conn.client_host)
+                conn.closed = True
+                try:
+                    import socket as _s
+                    conn.sock.shutdown(_s.SHUT_RDWR)
+                except OSError:
+                    pass
+            return
+        entry = self.pending.pop(msg["id"], None)
+        if entry is None:
+            return
+        fut = entry[0]
+        if fut.done():
+            return
+        if "error" in msg:
+            fut.set_exception(RuntimeError(f"worker {entry[1]}: {msg['error']}"))
+        else:
+            fut.set_result(msg["body"])
+
+    def _serve(self, peer: int, msg: dict) -> None:
+        from workers.handlers import HANDLERS
+        self.served += 1
+        self.broker.requests_served += 1
+        rid, api_key = msg["id"], msg["api_key"]
+        oneway = msg.get("oneway")
+        ctx = RemoteContext(msg, peer)
+        body = msg["body"]
+        if api_key == K.PRODUCE:
+            for t in body.get("topic_data") or ():
+                for p in t.get("partition_data") or ():
+                    if isinstance(p.get("records"), (bytes, bytearray)):
+                        p["records"] = memoryview(p["records"]) if isinstance(p["records"], bytearray) \
+                            else memoryview(bytearray(p["records"]))
+        try:
+            result = HANDLERS[api_key].handle(self.broker, ctx, body)
+        except Exception as e:
+            if oneway is not None:
+                self._reply(peer, {"op": "resp", "id": rid, "oneway": oneway})
+            else:
+                if not isinstance(e, ConnectionAbortedError):
+                    log.exception("serving api %d for worker %d failed", api_key, peer)
+                self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
+            return
+        if oneway is not None:
+            return
+        if not inspect.isawaitable(result):
+            self._reply(peer, {"op": "resp", "id": rid,
+                               "body": sanitize_response(api_key, result)})
+            return
+        fut = asyncio.ensure_future(result)
+        if "keys" in msg:
+            self.serving[(peer, rid)] = (result, msg["keys"])
+
+        def done(f):
+            self.serving.pop((peer, rid), None)
+            if f.cancelled():
+                self._reply(peer, {"op": "resp", "id": rid, "error": "cancelled"})
+            elif f.exception() is not None:
+                e = f.exception()
+                log.error("serving api %d for worker %d failed: %r", api_key, peer, e)
+                self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
+            else:
+                self._reply(peer, {"op": "resp", "id": rid,
+                                   "body": sanitize_response(api_key, f.result())})
+        fut.add_done_callback(done)
+
+    def _complete(self, peer: int, rid: int) -> None:
+        """The front has its answer elsewhere: complete our parked Fetch part now."""
+        entry = self.serving.get((peer, rid))
+        if entry is None:
+            return
+        fut, keys = entry
+        purgatory = self.broker.fetch_purgatory
+        for key in keys:
+            for op in purgatory.watching(tuple(key)):
+                if getattr(op, "future", None) is fut:
+                    op.force_complete()
+                    return
+
+    def _reply(self, peer: int, msg: dict) -> None:
+        link = self.peers.get(peer)
+        if link is None or link.closed:
+            return      # the front is gone: nobody to answer
+        try:
+            link.send(msg)
+        except ConnectionError:
+            pass
+
+    def close(self) -> None:
+        for link in list(self.peers.values()):
+            link.close()
+
+
+def _make_part_plan():
+    from workers.handlers import fetch as F
+
+    class _PartPlan(F.FetchPlan):
+        """A FetchPlan over one owner's share whose 'response' is the raw
+        [(CachedPartition, partition dict)] list (the front assembles the response)."""
+
+        def response(self, results):
+            return results
+    return _PartPlan
+
+
+class _LazyPartPlan:
+    cls = None
+
+    def __call__(self, *a, **kw):
+        if _LazyPartPlan.cls is None:
+            _LazyPartPlan.cls = _make_part_plan()
+        return _LazyPartPlan.cls(*a, **kw)
+
+
+_PartPlan = _LazyPartPlan()
