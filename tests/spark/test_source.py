@@ -1,0 +1,165 @@
+"""format("mpbroker") as a batch and streaming source, with real local PySpark."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from tests.spark.util import delete_records, produce  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+def reader(spark, bootstrap, **options):
+    r = spark.read.format("mpbroker").option("bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def rows_of(df) -> list[tuple]:
+    return sorted((r.partition, r.offset, r.key, r.value) for r in df.collect())
+
+
+def test_batch_read_of_three_partition_topic_equals_what_was_produced(spark, bootstrap, make_topic):
+    topic = make_topic(3)
+    records = [{"key": f"k{i % 11}".encode(), "value": f"value-{i}".encode(), "partition": i % 3,
+                "headers": [("n", str(i).encode()), ("src", b"test")]} for i in range(600)]
+    acks = produce(bootstrap, topic, records)
+
+    df = reader(spark, bootstrap, subscribe=topic, includeHeaders="true")
+    assert [f.name for f in df.schema.fields] == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                                  "timestampType", "headers"]
+    got = df.collect()
+    assert df.rdd.getNumPartitions() == 3  # one task per (topic, partition, range)
+    assert len(got) == 600
+    want = {(p, o): r for r, (p, o) in zip(records, acks)}
+    for row in got:
+        r = want.pop((row.partition, row.offset))
+        assert (row.topic, bytes(row.key), bytes(row.value)) == (topic, r["key"], r["value"])
+        assert [(h.key, bytes(h.value)) for h in row.headers] == r["headers"]
+        assert row.timestampType == 0 and row.timestamp is not None
+    assert not want
+
+
+def test_offset_json_bounds_and_ranges_split(spark, bootstrap, make_topic):
+    topic = make_topic(2)
+    produce(bootstrap, topic, [{"value": str(i).encode(), "partition": i % 2} for i in range(200)])
+
+    df = reader(spark, bootstrap, assign=json.dumps({topic: [0, 1]}),
+                startingOffsets=json.dumps({topic: {"0": 10, "1": -2}}),
+                endingOffsets=json.dumps({topic: {"0": 60, "1": -1}}),
+                maxRecordsPerPartition="25")
+    got = rows_of(df)
+    assert df.rdd.getNumPartitions() == 2 + 4  # 50 records -> 2 ranges, 100 -> 4 ranges
+    assert [(p, o) for p, o, _, _ in got] == [(0, o) for o in range(10, 60)] + [(1, o) for o in range(100)]
+
+    pattern = reader(spark, bootstrap, subscribePattern=topic.replace("-", "[-]") + ".*").count()
+    assert pattern == 200
+
+
+def test_read_from_timestamp(spark, bootstrap, make_topic):
+    topic = make_topic(2)
+    t0 = int(time.time() * 1000) - 3_600_000  # an hour ago, one record a second
+    produce(bootstrap, topic, [{"value": str(i).encode(), "partition": i % 2, "timestamp": t0 + i * 1000}
+                               for i in range(120)])
+
+    df = reader(spark, bootstrap, subscribe=topic, startingTimestamp=str(t0 + 30_000),
+                endingTimestamp=str(t0 + 90_000))
+    values = sorted(int(r.value) for r in df.collect())
+    assert values == list(range(30, 90))
+    stamps = [r.timestamp for r in df.select("timestamp").collect()]
+    assert min(stamps).timestamp() * 1000 == pytest.approx(t0 + 30_000, abs=1)
+
+    per_partition = reader(spark, bootstrap, subscribe=topic,
+                           startingOffsetsByTimestamp=json.dumps({topic: {"0": t0 + 100_000, "1": t0}}))
+    got = sorted(int(r.value) for r in per_partition.collect())
+    assert got == sorted([i for i in range(100, 120) if i % 2 == 0] + [i for i in range(120) if i % 2 == 1])
+
+    with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy"):
+        reader(spark, bootstrap, subscribe=topic, startingTimestamp=str(t0 + 10_000_000)).count()
+
+
+def test_records_deleted_fail_the_read_unless_failOnDataLoss_false(spark, bootstrap, make_topic):
+    topic = make_topic(1)
+    produce(bootstrap, topic, [{"value": str(i).encode()} for i in range(10)])
+    delete_records(bootstrap, topic, 0, 5)
+
+    start = json.dumps({topic: {"0": 0}})
+    with pytest.raises(Exception) as err:
+        reader(spark, bootstrap, subscribe=topic, startingOffsets=start).collect()
+    assert "earliest offset the broker has is 5" in str(err.value)
+    assert "failOnDataLoss" in str(err.value)
+
+    df = reader(spark, bootstrap, subscribe=topic, startingOffsets=start, failOnDataLoss="false")
+    assert sorted(int(r.value) for r in df.collect()) == list(range(5, 10))
+    # "earliest" is where the log starts now: no loss to report.
+    assert reader(spark, bootstrap, subscribe=topic).count() == 5
+
+
+# ---------------------------------------------------------------- streaming
+
+def run_available_now(spark, bootstrap, checkpoint, seen: list, **options):
+    """One availableNow run of a stream from mpbroker; rows of each batch go to `seen`."""
+    stream = spark.readStream.format("mpbroker").option("bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        stream = stream.option(k, v)
+
+    def collect(batch_df, batch_id):
+        seen.append((batch_id, [(r.topic, r.partition, r.offset, bytes(r.value)) for r in batch_df.collect()]))
+
+    q = (stream.load().writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(180), "availableNow query did not finish"
+    if q.exception():
+        raise q.exception()
+
+
+@pytest.mark.slow
+def test_available_now_stream_restarted_from_checkpoint_reads_each_record_once(spark, bootstrap, make_topic,
+                                                                                tmp_path):
+    topic = make_topic(3)
+    produce(bootstrap, topic, [{"value": f"a{i}".encode(), "partition": i % 3} for i in range(90)])
+    seen: list = []
+    opts = {"subscribe": topic, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "40"}
+    run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, **opts)
+    first = [r for _, rows in seen for r in rows]
+    assert len(first) == 90
+    assert all(len(rows) <= 40 for _, rows in seen) and len([b for b, rows in seen if rows]) >= 3
+
+    # New data while the query is down, then a restart from the same checkpoint.
+    produce(bootstrap, topic, [{"value": f"b{i}".encode(), "partition": i % 3} for i in range(60)])
+    run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, **opts)
+    everything = [r for _, rows in seen for r in rows]
+    assert len(everything) == 150
+    assert len(set(everything)) == 150, "a record was read twice"
+    assert sorted(v for *_, v in everything) == sorted([f"a{i}".encode() for i in range(90)] +
+                                                       [f"b{i}".encode() for i in range(60)])
+    batch_ids = [b for b, _ in seen]
+    assert batch_ids == sorted(set(batch_ids)), "a batch id was run twice"
+
+    # A third run with nothing new reads nothing.
+    before = len(everything)
+    run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, **opts)
+    assert sum(len(rows) for _, rows in seen) == before
+
+
+@pytest.mark.slow
+def test_stream_fails_on_data_deleted_since_the_checkpoint(spark, bootstrap, make_topic, tmp_path):
+    topic = make_topic(1)
+    produce(bootstrap, topic, [{"value": str(i).encode()} for i in range(10)])
+    seen: list = []
+    run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, subscribe=topic, startingOffsets="earliest")
+    assert sum(len(r) for _, r in seen) == 10
+
+    produce(bootstrap, topic, [{"value": str(i).encode()} for i in range(10, 20)])
+    delete_records(bootstrap, topic, 0, 15)
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, subscribe=topic)
+
+    seen.clear()
+    run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, subscribe=topic, failOnDataLoss="false")
+    assert sorted(int(v) for _, rows in seen for *_, v in rows) == list(range(15, 20))
