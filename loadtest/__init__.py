@@ -1,0 +1,1 @@
+"""Load tests and benchmarks of mpbroker: locustfile.py, bench/ (see README.md)."""

@@ -1,0 +1,211 @@
+"""The benchmark's results: medians, ratios, goals, a markdown report and PNG plots.
+
+Input is the run's dict (cli.py builds it, results.json is it):
+  {"machine": {...}, "limits": {...}, "peers": {name: description}, "rows": [row, ...],
+   "scaling": [row, ...], "config": {...}, "command": "..."}
+where a row is runner.measure()'s dict plus "round". Pure functions except `write_plots`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from loadtest.bench.hist import Histogram
+from loadtest.bench.runner import median_of
+
+REFERENCE = "mpbroker"
+METRICS = [  # (key, column title, format)
+    ("produce_mb_s", "produce MB/s", "{:,.1f}"),
+    ("produce_rec_s", "produce rec/s", "{:,.0f}"),
+    ("consume_mb_s", "consume (catch-up) MB/s", "{:,.1f}"),
+    ("consume_live_mb_s", "consume (live) MB/s", "{:,.1f}"),
+    ("p50_ms", "e2e p50 ms", "{:,.2f}"),
+    ("p99_ms", "e2e p99 ms", "{:,.2f}"),
+    ("p999_ms", "e2e p99.9 ms", "{:,.2f}"),
+    ("broker_cores", "broker CPU cores", "{:.2f}"),
+    ("client_cores", "client CPU cores", "{:.2f}"),
+    ("other_cores", "other CPU cores", "{:.2f}"),
+]
+HIGHER_IS_BETTER = {"produce_mb_s", "produce_rec_s", "consume_mb_s", "consume_live_mb_s"}
+
+
+def fmt(value, spec: str = "{:,.1f}") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return spec.format(value)
+
+
+def medians(run: dict) -> dict[tuple[str, str], dict[str, float]]:
+    """{(workload, broker): {metric: median over rounds}}"""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for r in run["rows"]:
+        out.setdefault((r["workload"], r["broker"]), {})
+    for (wl, broker) in out:
+        rows = [r for r in run["rows"] if r["workload"] == wl and r["broker"] == broker]
+        out[(wl, broker)] = {k: median_of(rows, k) for k, _, _ in METRICS}
+    return out
+
+
+def merged_latency(run: dict, workload: str, broker: str) -> Histogram:
+    h = Histogram()
+    for r in run["rows"]:
+        if r["workload"] == workload and r["broker"] == broker:
+            h.merge(Histogram.from_json(r.get("latency_hist", {})))
+    return h
+
+
+def goals(run: dict) -> list[dict]:
+    """The issue's goals, each with its figure and whether it is met (None: not measured)."""
+    med = medians(run)
+    out = []
+    others = [p for p in run["peers"] if p != REFERENCE]
+    max_wls = [w["name"] for w in run["workloads"] if not w["fixed_rate"]]
+    lat_wls = [w["name"] for w in run["workloads"] if w["fixed_rate"]]
+    for other in others:
+        for wl in max_wls:
+            for key, what in (("produce_mb_s", "produce"), ("consume_mb_s", "consume (catch-up)")):
+                a, b = med.get((wl, REFERENCE), {}).get(key), med.get((wl, other), {}).get(key)
+                ratio = a / b if a and b and a == a and b == b else float("nan")
+                out.append({"goal": f"{what} throughput above {other}'s ({wl})",
+                            "figure": f"{fmt(a)} vs {fmt(b)} MB/s, ratio {fmt(ratio, '{:.2f}')}",
+                            "met": None if ratio != ratio else ratio > 1.0})
+    loop = run["limits"].get("loopback_tcp_mb_s")
+    for wl in max_wls:
+        c = med.get((wl, REFERENCE), {}).get("consume_mb_s")
+        frac = c / loop if c and loop and c == c else float("nan")
+        out.append({"goal": f"consume within 0.5x of the loopback limit ({wl})",
+                    "figure": f"{fmt(c)} of {fmt(loop, '{:,.0f}')} MB/s = {fmt(frac, '{:.2f}')}x",
+                    "met": None if frac != frac else frac >= 0.5})
+    for wl in lat_wls:
+        p99 = med.get((wl, REFERENCE), {}).get("p99_ms")
+        rate = run.get("fixed_rate_rec_s")
+        out.append({"goal": f"p99 end-to-end latency under 10 ms at half the max rate ({wl})",
+                    "figure": f"p99 {fmt(p99, '{:.2f}')} ms at {fmt(rate, '{:,.0f}')} rec/s",
+                    "met": None if p99 is None or p99 != p99 else p99 < 10.0})
+    return out
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def markdown(run: dict) -> str:
+    m, lim, cfg = run["machine"], run["limits"], run["config"]
+    lines = [f"Command: `{run['command']}`", "",
+             f"Machine: {m['cpu_model']}, {m['cpus_usable']} usable CPUs of {m['cpus']}, {m['memory_gib']} GiB RAM, "
+             f"{m['os']}, Python {m['python']}. Brokers and client processes share this machine (loopback only).", ""]
+    lines += ["Brokers:", ""] + [f"* `{n}`: {d}" for n, d in run["peers"].items()] + [""]
+    lines += [f"Clients: {cfg['producers']} producer and {cfg['consumers']} consumer processes (confluent-kafka), "
+              f"acks={cfg['producer_config'].get('acks', 'all')}, linger.ms=1, batch.size=1 MiB, no compression; "
+              f"warm-up {cfg['warmup_s']} s, measured {cfg['duration_s']} s per round; {cfg['rounds']} rounds "
+              f"alternating the brokers.", ""]
+    lines += ["Machine limits, measured in this run:", ""]
+    lines += _table(["loopback TCP (1 connection)", "disk write, no fsync", "disk write, fsync per 1 MiB"],
+                    [[f"{fmt(lim['loopback_tcp_mb_s'], '{:,.0f}')} MB/s", f"{fmt(lim['disk_write_mb_s'], '{:,.0f}')} MB/s",
+                      f"{fmt(lim['disk_write_fsync_mb_s'], '{:,.0f}')} MB/s"]]) + [""]
+    lines += ["Workloads (after the OpenMessaging Benchmark):", ""]
+    lines += [f"* `{w['name']}`: {w['title']}" for w in run["workloads"]] + [""]
+    lines += ["Per round:", ""]
+    header = ["workload", "round", "broker"] + [t for _, t, _ in METRICS] + ["notes"]
+    rows = [[r["workload"], str(r["round"]), r["broker"]] + [fmt(r.get(k), f) for k, _, f in METRICS]
+            + ["; ".join(r.get("notes", [])) or ""] for r in run["rows"]]
+    lines += _table(header, rows) + [""]
+    lines += ["Medians over rounds (ratio = mpbroker / peer; for latency and CPU lower is better):", ""]
+    med = medians(run)
+    peers = list(run["peers"])
+    header = ["workload", "metric"] + peers + [f"ratio vs {p}" for p in peers if p != REFERENCE]
+    rows = []
+    for w in run["workloads"]:
+        for k, title, f in METRICS:
+            vals = [med.get((w["name"], p), {}).get(k) for p in peers]
+            if all(v is None or v != v for v in vals):
+                continue
+            ref = med.get((w["name"], REFERENCE), {}).get(k)
+            ratios = [fmt(ref / v if ref and v and v == v else float("nan"), "{:.2f}")
+                      for p, v in zip(peers, vals) if p != REFERENCE]
+            rows.append([w["name"], title] + [fmt(v, f) for v in vals] + ratios)
+    lines += _table(header, rows) + [""]
+    lines += ["Goals:", ""]
+    lines += _table(["goal", "figure", "met"],
+                    [[g["goal"], g["figure"], {True: "yes", False: "**no**", None: "-"}[g["met"]]]
+                     for g in goals(run)]) + [""]
+    if run.get("scaling"):
+        lines += ["Per-worker scaling (mpbroker, `--override num.workers=N`, workload "
+                  f"`{run['scaling_workload']}`):", ""]
+        lines += _table(["num.workers", "broker processes (whole tree)", "produce MB/s", "consume (catch-up) MB/s",
+                         "broker CPU cores", "notes"],
+                        [[str(r["num_workers"]), str(r["broker_processes"]), fmt(r.get("produce_mb_s")),
+                          fmt(r.get("consume_mb_s")), fmt(r.get("broker_cores"), "{:.2f}"),
+                          "; ".join(r.get("notes", []))] for r in run["scaling"]]) + [""]
+    notes = [f"* {n}" for n in run.get("notes", [])]
+    if notes:
+        lines += ["Notes:", ""] + notes + [""]
+    return "\n".join(lines)
+
+
+def write_plots(run: dict, out_dir) -> list[str]:
+    """throughput.png (bars), latency_cdf.png, scaling.png (when there is a scaling run).
+    Needs matplotlib; returns the files written."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    med, peers = medians(run), list(run["peers"])
+    groups = [(w["name"], k, t) for w in run["workloads"] if not w["fixed_rate"]
+              for k, t in (("produce_mb_s", "produce"), ("consume_mb_s", "consume"))]
+    if groups:
+        fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups)), 4))
+        width = 0.8 / max(1, len(peers))
+        for i, p in enumerate(peers):
+            vals = [med.get((wl, p), {}).get(k, float("nan")) for wl, k, _ in groups]
+            bars = ax.bar([g + i * width for g in range(len(groups))], [0 if v != v else v for v in vals], width,
+                          label=p)
+            ax.bar_label(bars, fmt="%.0f", fontsize=7)
+        loop = run["limits"].get("loopback_tcp_mb_s")
+        if loop:
+            ax.axhline(loop, color="grey", linestyle="--", linewidth=1, label=f"loopback TCP {loop:,.0f} MB/s")
+        ax.set_xticks([g + width * (len(peers) - 1) / 2 for g in range(len(groups))])
+        ax.set_xticklabels([f"{wl}\n{t}" for wl, _, t in groups], fontsize=8)
+        ax.set_ylabel("MB/s (median over rounds)")
+        ax.set_title("Throughput")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "throughput.png", dpi=110)
+        plt.close(fig)
+        written.append("throughput.png")
+    lat_wls = [w["name"] for w in run["workloads"] if w["fixed_rate"]] or [w["name"] for w in run["workloads"]]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for wl in lat_wls:
+        for p in peers:
+            cdf = merged_latency(run, wl, p).cdf()
+            if cdf:
+                ax.plot([x / 1000 for x, _ in cdf], [y for _, y in cdf], label=f"{p} ({wl})")
+    ax.axvline(10.0, color="grey", linestyle="--", linewidth=1, label="10 ms (the p99 goal)")
+    ax.set_xscale("log")
+    ax.set_xlabel("end-to-end latency, ms (log)")
+    ax.set_ylabel("fraction of records")
+    ax.set_title(f"End-to-end latency CDF at {fmt(run.get('fixed_rate_rec_s'), '{:,.0f}')} rec/s")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "latency_cdf.png", dpi=110)
+    plt.close(fig)
+    written.append("latency_cdf.png")
+    if run.get("scaling"):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        xs = [r["num_workers"] for r in run["scaling"]]
+        for k, t in (("produce_mb_s", "produce"), ("consume_mb_s", "consume (catch-up)")):
+            ax.plot(xs, [r.get(k, float("nan")) for r in run["scaling"]], marker="o", label=t)
+        ax.set_xlabel("num.workers")
+        ax.set_ylabel("MB/s")
+        ax.set_xticks(xs)
+        ax.set_title(f"mpbroker per-worker scaling ({run['scaling_workload']})")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "scaling.png", dpi=110)
+        plt.close(fig)
+        written.append("scaling.png")
+    return written

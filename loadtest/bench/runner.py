@@ -1,0 +1,324 @@
+"""One measurement: a workload against one broker, with client processes (see clients.py).
+
+A measurement is two phases on a fresh topic, deleted afterwards:
+
+1. live: `producers` processes produce (at max rate, or at a fixed total rate) while
+   `consumers` processes tail the topic. Figures: produce throughput (records acked in
+   the window), live consume throughput, end-to-end latency p50/p99/p99.9.
+2. drain (max-rate workloads only): `consumers` processes read the whole backlog the live
+   phase left from the beginning, as fast as they can (OpenMessaging Benchmark's
+   "backlog" test). Figure: catch-up consume throughput.
+
+While a phase runs the parent samples CPU time: the broker's process tree (cores used),
+the clients' (from the processes themselves) and the whole machine's busy fraction, so
+the report can say when the clients, not the broker, were the limit.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import statistics
+import time
+import uuid
+from dataclasses import dataclass
+
+from loadtest.bench import clients
+from loadtest.bench.hist import Histogram
+
+NS = 1_000_000_000
+START_LEAD_S = 0.3             # all processes are ready; they start together this much later
+CLIENT_SATURATED = 0.90        # a client process (or its Python thread) used this much of one core: client-bound
+MACHINE_SATURATED = 0.90       # all CPUs of the machine busy this fraction: CPU-bound machine
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    partitions: int
+    record_size: int
+    fixed_rate: bool          # False: max rate (with a drain phase); True: a fixed rate, latency only
+    title: str
+
+
+@dataclass(frozen=True)
+class Setup:
+    producers: int
+    consumers: int
+    warmup_s: float
+    duration_s: float
+    drain_timeout_s: float
+    max_records: int          # per producer process: a count bound on top of the time bound
+    producer_config: dict
+    consumer_config: dict
+
+
+# ---------------------------------------------------------------- topics
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 60.0) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout_s)[name].result(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        t = admin.list_topics(topic=name, timeout=10).topics.get(name)
+        if t is not None and t.error is None and len(t.partitions) == partitions \
+                and all(p.leader >= 0 for p in t.partitions.values()):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"topic {name}: not every partition has a leader after {timeout_s}s")
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        AdminClient({"bootstrap.servers": bootstrap}).delete_topics([name], request_timeout=30)[name].result(30)
+    except Exception:  # noqa: BLE001 - best effort: frees the broker's disk / memory between measurements
+        pass
+
+
+# ---------------------------------------------------------------- CPU sampling
+
+
+def tree_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) of a process and its live children; 0 when unknown."""
+    if pid is None:
+        return 0.0
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root] + root.children(recursive=True)
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def tree_size(pid: int | None) -> int:
+    if pid is None:
+        return 0
+    import psutil
+
+    try:
+        return 1 + len(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return 0
+
+
+class CpuSample:
+    def __init__(self, broker_pid: int | None):
+        import psutil
+
+        self.t = time.monotonic()
+        self.broker = tree_cpu_s(broker_pid)
+        self.machine = psutil.cpu_times()
+
+    def since(self, earlier: "CpuSample") -> dict:
+        wall = max(1e-9, self.t - earlier.t)
+        busy = [a - b for a, b in zip(self.machine, earlier.machine)]
+        total = sum(busy)
+        idle = busy[self.machine._fields.index("idle")] + (
+            busy[self.machine._fields.index("iowait")] if "iowait" in self.machine._fields else 0.0)
+        return {"broker_cores": (self.broker - earlier.broker) / wall,
+                "machine_busy": 1.0 - idle / total if total > 0 else float("nan")}
+
+
+# ---------------------------------------------------------------- one phase
+
+
+def run_phase(targets: list[tuple], broker_pid: int | None, window: tuple[float, float] | None,
+              timeout_s: float) -> tuple[list[dict], dict, float]:
+    """Start every (target, spec) in its own process, start them together, collect their
+    results. -> (results, cpu figures over `window` (offsets from t0, or the whole phase),
+    t0 in ns)."""
+    ctx = mp.get_context("spawn")
+    shared = clients.Shared(ctx.Queue(), ctx.Event(), ctx.Value("d", 0.0), ctx.Value("i", 0))
+    result_q = shared.result_q
+    procs = [ctx.Process(target=t, args=(spec, shared), daemon=True) for t, spec in targets]
+    for p in procs:
+        p.start()
+    results: list[dict] = []
+    try:
+        ready = 0
+        deadline = time.monotonic() + clients.READY_TIMEOUT_S
+        while ready < len(procs):
+            msg = result_q.get(timeout=max(0.1, deadline - time.monotonic()))
+            if "ready" in msg:
+                ready += 1
+            else:  # a process failed before it was ready
+                results.append(msg)
+                ready += 1
+        t0_ns = time.time_ns() + int(START_LEAD_S * NS)
+        shared.t0_ns.value = float(t0_ns)
+        shared.start_event.set()
+        # CPU over [t0 + window[0], t0 + window[1]], or over the whole phase when window is None
+        _sleep_until(t0_ns + int((window[0] if window else 0.0) * NS))
+        first = CpuSample(broker_pid)
+        if window:
+            _sleep_until(t0_ns + int(window[1] * NS))
+            cpu = CpuSample(broker_pid).since(first)
+        deadline = time.monotonic() + timeout_s
+        while len(results) < len(procs):
+            results.append(result_q.get(timeout=max(0.1, deadline - time.monotonic())))
+        if not window:
+            cpu = CpuSample(broker_pid).since(first)
+        return results, cpu, t0_ns
+    except queue.Empty:
+        raise TimeoutError(f"client processes did not report within the phase timeout "
+                           f"({len(results)} of {len(procs)} results)") from None
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+
+
+def _sleep_until(ns: int) -> None:
+    delay = ns / NS - time.time()
+    if delay > 0:
+        time.sleep(delay)
+
+
+# ---------------------------------------------------------------- a measurement
+
+
+def _cpus() -> int:
+    import psutil
+
+    return psutil.cpu_count() or 1
+
+
+def _errors(results: list[dict]) -> list[str]:
+    return [r["error"].splitlines()[0] for r in results if "error" in r]
+
+
+def _saturated(results: list[dict], role: str) -> float:
+    """Highest busy fraction among the `role` processes of the Python thread or of the whole
+    process (librdkafka does a connection's work on one thread: one core is its limit too)."""
+    fr = [max(r["main_thread_cpu_s"], r["cpu_s"]) / r["wall_s"] for r in results
+          if r.get("role") == role and r.get("wall_s")]
+    return max(fr, default=0.0)
+
+
+def measure(peer_name: str, bootstrap: str, broker_pid: int | None, wl: Workload, setup: Setup,
+            total_rate: float | None = None) -> dict:
+    """Run `wl` once against one broker. `total_rate`: records/s over all producers (fixed-rate
+    workloads). Returns the row of figures for the report."""
+    topic = f"bench-{wl.name}-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, wl.partitions)
+    try:
+        row = {"broker": peer_name, "workload": wl.name, "topic": topic}
+        row.update(_live(bootstrap, broker_pid, topic, wl, setup, total_rate))
+        if not wl.fixed_rate:
+            row.update(_drain(bootstrap, broker_pid, topic, wl, setup))
+        row["notes"] = _notes(row)
+        return row
+    finally:
+        delete_topic(bootstrap, topic)
+
+
+def _split(partitions: int, n: int) -> list[list[int]]:
+    n = max(1, min(n, partitions))
+    return [list(range(partitions))[i::n] for i in range(n)]
+
+
+def _live(bootstrap, broker_pid, topic, wl: Workload, setup: Setup, total_rate) -> dict:
+    common = {"bootstrap": bootstrap, "topic": topic, "record_size": wl.record_size, "warmup_s": setup.warmup_s,
+              "duration_s": setup.duration_s, "drain_timeout_s": setup.drain_timeout_s,
+              "producers": setup.producers,
+              "producer_config": setup.producer_config, "consumer_config": setup.consumer_config}
+    rate_each = (total_rate / setup.producers) if total_rate else 0.0
+    targets = [(clients.producer, {**common, "rate": rate_each, "max_records": setup.max_records})
+               for _ in range(setup.producers)]
+    targets += [(clients.consumer, {**common, "partitions": parts, "group": f"bench-{uuid.uuid4().hex[:8]}"})
+                for parts in _split(wl.partitions, setup.consumers)]
+    window = (setup.warmup_s, setup.warmup_s + setup.duration_s)
+    timeout = setup.warmup_s + setup.duration_s + setup.drain_timeout_s + 60
+    results, cpu, _ = run_phase(targets, broker_pid, window, timeout)
+    prods = [r for r in results if r.get("role") == "producer" and "error" not in r]
+    cons = [r for r in results if r.get("role") == "consumer" and "error" not in r]
+    hist = Histogram()
+    for r in cons:
+        hist.merge(Histogram.from_json(r["latency_hist"]))
+    acked = sum(r["acked_in_window"] for r in prods)
+    d = setup.duration_s
+    client_cores = sum(r["cpu_s"] / max(r["wall_s"], 1e-9) for r in prods + cons)
+    return {
+        "target_rate_rec_s": total_rate or None,
+        "produce_rec_s": acked / d,
+        "produce_mb_s": acked * wl.record_size / d / 1e6,
+        "consume_live_mb_s": sum(r["window_bytes"] for r in cons) / d / 1e6,
+        "p50_ms": hist.percentile_us(50) / 1000, "p99_ms": hist.percentile_us(99) / 1000,
+        "p999_ms": hist.percentile_us(99.9) / 1000, "latency_samples": hist.total,
+        "latency_hist": hist.to_json(),
+        "sent": sum(r["sent"] for r in prods), "received": sum(r["received"] for r in cons),
+        "produce_errors": sum(r["errors"] + r["undelivered"] for r in prods),
+        "first_produce_error": next((r["first_error"] for r in prods if r["first_error"]), None),
+        "consume_errors": sum(r["errors"] for r in cons),
+        "client_errors": _errors(results),
+        "hit_max_records": any(r["hit_max_records"] for r in prods),
+        "broker_cores": cpu["broker_cores"], "machine_busy": cpu["machine_busy"],
+        "client_cores": client_cores,
+        # CPU the machine spent on anything else (other jobs on a shared machine): background load
+        "other_cores": max(0.0, cpu["machine_busy"] * _cpus() - cpu["broker_cores"] - client_cores),
+        "producer_core_busy": _saturated(results, "producer"),
+        "consumer_core_busy": _saturated(results, "consumer"),
+    }
+
+
+def _drain(bootstrap, broker_pid, topic, wl: Workload, setup: Setup) -> dict:
+    spec = {"bootstrap": bootstrap, "topic": topic, "drain_timeout_s": setup.drain_timeout_s,
+            "consumer_config": setup.consumer_config}
+    targets = [(clients.drainer, {**spec, "partitions": parts, "group": f"drain-{uuid.uuid4().hex[:8]}"})
+               for parts in _split(wl.partitions, setup.consumers)]
+    results, cpu, t0_ns = run_phase(targets, broker_pid, None, setup.drain_timeout_s + 60)
+    ok = [r for r in results if r.get("role") == "drainer" and "error" not in r]
+    t_end = max((r["t_end_ns"] for r in ok), default=t0_ns)
+    secs = max(1e-9, (t_end - t0_ns) / NS)
+    return {
+        "consume_mb_s": sum(r["received_bytes"] for r in ok) / secs / 1e6,
+        "drain_records": sum(r["received"] for r in ok), "drain_s": secs,
+        "drain_complete": bool(ok) and all(r["complete"] for r in ok) and len(ok) == len(results),
+        "drain_errors": sum(r["errors"] for r in ok), "drain_client_errors": _errors(results),
+        "drain_broker_cores": cpu["broker_cores"], "drain_machine_busy": cpu["machine_busy"],
+        "drainer_core_busy": _saturated(results, "drainer"),
+    }
+
+
+def _notes(row: dict) -> list[str]:
+    notes = []
+    if row["producer_core_busy"] >= CLIENT_SATURATED:
+        notes.append(f"client-bound: a producer process used {row['producer_core_busy']:.0%} of a core")
+    if row.get("drainer_core_busy", 0) >= CLIENT_SATURATED:
+        notes.append(f"client-bound: a catch-up consumer process used {row['drainer_core_busy']:.0%} of a core")
+    busy = max(row["machine_busy"], row.get("drain_machine_busy", 0.0))
+    if busy >= MACHINE_SATURATED:
+        notes.append(f"machine CPU-bound ({busy:.0%} of all CPUs busy; clients and broker share them)")
+    if row["other_cores"] >= 0.25:
+        notes.append(f"background load: {row['other_cores']:.2f} cores busy with other processes")
+    if row["target_rate_rec_s"] and row["produce_rec_s"] < 0.95 * row["target_rate_rec_s"]:
+        notes.append(f"fixed rate not reached ({row['produce_rec_s']:,.0f} of {row['target_rate_rec_s']:,.0f} rec/s)")
+    if row["hit_max_records"]:
+        notes.append("stopped at the record-count bound")
+    if row["produce_errors"] or row["consume_errors"] or row["client_errors"]:
+        notes.append(f"errors: produce {row['produce_errors']} ({row['first_produce_error']}), "
+                     f"consume {row['consume_errors']}, clients {row['client_errors'][:2]}")
+    if "drain_complete" in row and not row["drain_complete"]:
+        notes.append(f"drain incomplete {row['drain_client_errors'][:2]}")
+    return notes
+
+
+def median_of(rows: list[dict], key: str) -> float:
+    vals = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and r[key] == r[key]]
+    return statistics.median(vals) if vals else float("nan")
