@@ -33,7 +33,23 @@ at a time) and returns, keeping its place, so the worker's event loop can interl
 appends and fetches; appends never wait for a whole pass.  If retention or truncation
 removes a segment that a pass is working on, the pass is abandoned and restarts.
 
-Not yet: transactional data (aborted batches, markers) is kept as it is.
+Transactions (Kafka's CleanedTransactionMetadata, simplified):
+
+* the cleanable range also ends at the log's first unstable offset: an open (or not
+  yet replicated) transaction is never cleaned (Kafka bounds it by the LSO, which is
+  also bounded by the high watermark; here only transactions bound it, so nothing
+  undecided is ever cleaned either way);
+* aborted transactions come from the txnindexes (storage/txn_index.py): a
+  transactional data batch inside an aborted transaction of its producer (first
+  offset <= batch offset <= ABORT marker) contributes no key to the offset map and is
+  dropped whole (kept empty only when it is its producer's last batch);
+* a COMMIT/ABORT marker stays while any data batch of its transaction is still in the
+  log (one was written to the cleaned output since the producer's previous marker);
+  once none is, it gets a delete horizon (now + `delete.retention.ms`, like a
+  tombstone) so consumers that read the transaction's data still see its end, and a
+  pass after the horizon drops it.  An ABORT marker's txnindex entry goes into the
+  cleaned segment exactly when the marker does, so no entry ever points at a marker
+  that is gone (which would make read_committed consumers skip that producer for good).
 """
 from __future__ import annotations
 
@@ -42,10 +58,14 @@ import os
 import time
 from typing import Callable
 
+import bisect
+
 from storage.batch import LOG_APPEND_TIME, BatchBuilder
 from storage.checkpoint import CheckpointError, OffsetCheckpoint
+from storage.errors import InvalidRecordError
 from storage.index import INT32_MAX
 from storage.log import CLEANER_CHECKPOINT_FILE
+from storage.producer_state import read_end_txn_marker
 from storage.segment import CLEANED_SUFFIX, LogSegment
 
 
@@ -118,6 +138,9 @@ class LogCleaner:
     def first_uncleanable_offset(self, now_ms: int) -> int:
         log = self.log
         end = log.active_segment.base_offset
+        unstable = log.first_unstable_offset
+        if unstable is not None:
+            end = min(end, unstable)
         lag = log.config.min_compaction_lag_ms
         if lag > 0:
             for seg in log.segments[:-1]:
@@ -182,6 +205,14 @@ class LogCleaner:
         start = max(self.first_dirty_offset, log.log_start_offset)
         idx = max(0, log._segment_index(start))
         self._segs = [s for s in log.segments if s.base_offset < self._end]
+        # aborted transactions: producer id -> sorted [(first offset, AbortedTxn)]
+        self._aborted: dict[int, list] = {}
+        for seg in log.segments:
+            for t in seg.txn_index.entries:
+                self._aborted.setdefault(t.producer_id, []).append((t.first_offset, t))
+        for lst in self._aborted.values():
+            lst.sort(key=lambda x: x[0])
+        self._txn_data: set[int] = set()   # producers with data kept since their marker
         self._scan = (idx, 0)
         self._map_end = self._end
         self._phase = "map"
@@ -198,7 +229,8 @@ class LogCleaner:
             for batch in seg.iter_batches(pos):
                 if batch.base_offset >= self._end:
                     break
-                if batch.last_offset >= start and not batch.is_control:
+                if batch.last_offset >= start and not batch.is_control \
+                        and not self._is_aborted(batch):
                     if not self._map_batch(batch):
                         self._map_end = batch.base_offset      # map full: stop here
                         self._begin_copy()
@@ -242,15 +274,21 @@ class LogCleaner:
         while self._groups:
             group = self._groups[0]
             if self._group_pos is None:
+                # a rewritten batch can grow (a delete horizon in the base timestamp
+                # makes the record timestamp deltas longer varints): leave room
                 cap = max(1, sum(s.size for s in group))
+                cap += cap // 8 + 1024
                 c = self.log.config
                 path = os.path.join(self.log.dir, f"{group[0].base_offset:020d}.log{CLEANED_SUFFIX}")
                 if os.path.exists(path):
                     os.unlink(path)
                 self._out = LogSegment(self.log.dir, group[0].base_offset, capacity=cap,
                                        index_interval_bytes=c.index_interval_bytes,
-                                       max_index_size=max(c.segment_index_bytes, 8),
+                                       max_index_size=max(
+                                           c.segment_index_bytes, 8,
+                                           12 * (cap // max(1, c.index_interval_bytes) + 2)),
                                        created_ms=self._now, active=True, suffix=CLEANED_SUFFIX)
+                self._out.txn_index.reset()     # a leftover of an abandoned pass
                 self._group_pos = (0, 0)
             si, pos = self._group_pos
             while si < len(group):
@@ -282,11 +320,68 @@ class LogCleaner:
 
     # -- filtering one batch ----------------------------------------------------------
 
+    def _is_aborted(self, batch) -> bool:
+        """A transactional data batch inside an aborted transaction of its producer."""
+        if not batch.is_transactional or batch.is_control:
+            return False
+        lst = self._aborted.get(batch.producer_id)
+        if not lst:
+            return False
+        o = batch.base_offset
+        i = bisect.bisect_right(lst, o, key=lambda x: x[0]) - 1
+        return i >= 0 and lst[i][1].last_offset >= o
+
+    def _copy_control(self, batch) -> None:
+        pid = batch.producer_id
+        try:
+            commit = read_end_txn_marker(batch).commit
+        except InvalidRecordError:
+            self._write(batch)          # not a marker we know: kept as it is
+            return
+        entry = None
+        if not commit:
+            entry = next((t for _, t in self._aborted.get(pid, ())
+                          if t.last_offset == batch.base_offset), None)
+        if batch.base_offset >= self._end or pid in self._txn_data:
+            # data of its transaction is still there (or the marker is above the range)
+            self._txn_data.discard(pid)
+            self._keep_marker(batch, entry)
+            return
+        horizon = batch.delete_horizon_ms
+        if horizon is not None and self._now >= horizon:
+            return                      # nothing of the transaction left, horizon passed
+        if horizon is not None:
+            self._keep_marker(batch, entry)
+            return
+        # first pass that finds the transaction empty: keep it until the horizon
+        rec = next(iter(batch.records()))
+        b = BatchBuilder(batch.base_offset, producer_id=pid, producer_epoch=batch.producer_epoch,
+                         base_sequence=batch.base_sequence, is_transactional=True,
+                         is_control=True, partition_leader_epoch=batch.partition_leader_epoch,
+                         delete_horizon_ms=self._now + self.log.config.delete_retention_ms)
+        b.append(rec.key, rec.value, rec.headers, timestamp=rec.timestamp, offset=rec.offset)
+        self._out.append(batch.last_offset, rec.timestamp, batch.last_offset,
+                         b.build(last_offset_delta=batch.last_offset_delta))
+        if entry is not None:
+            self._out.txn_index.append(entry)
+
+    def _keep_marker(self, batch, entry) -> None:
+        self._write(batch)
+        if entry is not None:
+            self._out.txn_index.append(entry)
+
     def _copy_batch(self, batch) -> None:
         if batch.is_control:
-            self._write(batch)
+            self._copy_control(batch)
             return
         if batch.last_offset < self.log.log_start_offset:
+            return
+        if batch.base_offset >= self._end:
+            self._write_data(batch)      # above the cleanable range: untouched
+            return
+        if self._is_aborted(batch):
+            if self._is_producers_last_batch(batch):
+                self._write_empty(batch)
             return
         horizon = batch.delete_horizon_ms
         drop_tombstones = horizon is not None and self._now >= horizon
@@ -305,10 +400,12 @@ class LogCleaner:
         if has_tombstone and horizon is None:
             new_horizon = self._now + self.log.config.delete_retention_ms
         if len(kept) == len(records) and new_horizon == horizon:
-            self._write(batch)
+            self._write_data(batch)
             return
         if not kept and not self._is_producers_last_batch(batch):
             return
+        if batch.is_transactional:
+            self._txn_data.add(batch.producer_id)
         b = BatchBuilder(batch.base_offset, compression=batch.compression,
                          timestamp_type=batch.timestamp_type,
                          log_append_time_ms=batch.max_timestamp
@@ -323,6 +420,25 @@ class LogCleaner:
         data = b.build(last_offset_delta=batch.last_offset_delta)
         self._out.append(batch.last_offset, max([r.timestamp for r in kept], default=-1),
                          batch.last_offset, data)
+
+    def _write_data(self, batch) -> None:
+        if batch.is_transactional:
+            self._txn_data.add(batch.producer_id)
+        self._write(batch)
+
+    def _write_empty(self, batch) -> None:
+        """Keep the batch header without records (the producer's sequence state)."""
+        self._txn_data.add(batch.producer_id)
+        b = BatchBuilder(batch.base_offset, compression=batch.compression,
+                         timestamp_type=batch.timestamp_type,
+                         log_append_time_ms=batch.max_timestamp
+                         if batch.timestamp_type == LOG_APPEND_TIME else None,
+                         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                         base_sequence=batch.base_sequence,
+                         is_transactional=batch.is_transactional,
+                         partition_leader_epoch=batch.partition_leader_epoch)
+        self._out.append(batch.last_offset, -1, batch.last_offset,
+                         b.build(last_offset_delta=batch.last_offset_delta))
 
     def _write(self, batch) -> None:
         """Copy the batch bytes unchanged."""

@@ -121,6 +121,12 @@ class InvalidProducerIdMappingError(StorageError):
     code = 49
 
 
+class TransactionCoordinatorFencedError(StorageError):
+    """TRANSACTION_COORDINATOR_FENCED (52): a marker from an older coordinator epoch."""
+
+    code = 52
+
+
 class KafkaStorageError(StorageError):
     """KAFKA_STORAGE_ERROR (56): the disk failed (I/O error on a log dir)."""
 

@@ -4,6 +4,7 @@ Directory `<log.dirs>/<topic>-<partition>/`, written only by the worker that own
 partition (one writer process; other processes only read `.log` files by path):
 
     <base>.log / .index / .timeindex        segments (storage/segment.py)
+    <base>.txnindex                         aborted transactions (storage/txn_index.py)
     <base>.log.deleted ...                  removed by retention/truncation, unlinked
                                             after `file.delete.delay.ms` (or on open)
     <offset>.snapshot                       producer state (storage/producer_state.py)
@@ -29,6 +30,20 @@ must not go backwards.  The active segment rolls on `segment.bytes`, `segment.ms
 
 Reads (`read`) return `FileSlice`s of whole batches, at least one batch when
 `min_one_batch` even past `max_bytes`, and never a batch at or past `max_offset`.
+
+Transactions (seed 000 §6.3, Kafka's UnifiedLog).  Transactional batches open a
+transaction per producer (storage/producer_state.py); `append_control` (leader, asked
+by the transaction coordinator through WriteTxnMarkers) writes a COMMIT/ABORT control
+batch; follower appends of copied control batches do the same bookkeeping.  Each ABORT
+that ends an open transaction appends an entry to the `.txnindex` of the segment that
+holds the marker.  `first_unstable_offset` is the first offset of the earliest open
+(or not yet replicated) transaction, `last_stable_offset` = min(it, high watermark):
+read_committed consumers read below it, and `collect_aborted_transactions(start,
+upper)` lists the aborted transactions they must drop in [start, upper).  Truncation
+cuts the txnindex with its segment, retention deletes it with its segment, recovery
+rebuilds the txnindex of every segment it re-validates (replaying producer state from
+a snapshot at or below that segment), and the producer snapshots keep the open
+transactions across restarts.
 
 Durability.  Appends land in the page cache (the map).  `flush()` msyncs/fsyncs the
 segments past the recovery point and moves the recovery point to the log end; the
@@ -56,7 +71,8 @@ import time
 from dataclasses import dataclass, fields
 from typing import Callable, NamedTuple
 
-from storage.batch import LOG_APPEND_TIME, MAGIC, iter_batches
+from storage.batch import (LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_MASK,
+                           build_control_batch, iter_batches)
 from storage.checkpoint import (CheckpointError, OffsetCheckpoint, PartitionCheckpoints,
                                atomic_write, fsync_dir)
 from storage.epoch_cache import LeaderEpochCache
@@ -179,6 +195,7 @@ class AppendInfo(NamedTuple):
 class ReadInfo(NamedTuple):
     slices: list
     first_offset: int
+    next_offset: int = -1       # offset after the last returned batch (= start if none)
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:
@@ -211,6 +228,7 @@ class Log:
         self.last_flush_ms = clock()
         self.closed = False
         self.recovered_bytes_truncated = 0      # for tests and metrics
+        self._txn_rebuild_from: int | None = None  # recovery: rebuild txnindexes from here
 
     # ================================================================= opening
 
@@ -249,6 +267,7 @@ class Log:
         self.recovery_point = self.next_offset
         self.high_watermark = min(max(values.get("high_watermark", self.log_start_offset),
                                       self.log_start_offset), self.next_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         self.checkpoints.clear_clean_shutdown()
         self.checkpoint()
         self._load_topic_id(topic_id)
@@ -287,6 +306,7 @@ class Log:
                     os.unlink(os.path.join(self.dir, other))
             seg.rename_suffix("")
             seg.close()
+            self._mark_txn_rebuild(base)
 
     def _new_segment(self, base: int, *, active: bool, suffix: str = "",
                      capacity: int | None = None) -> LogSegment:
@@ -322,6 +342,8 @@ class Log:
                 except CorruptIndexError:
                     seg.index_needs_rebuild = True
             truncated = seg.recover(epoch_cache=self.epoch_cache if i >= start else None)
+            if i >= start or truncated:
+                self._mark_txn_rebuild(seg.base_offset)
             self.recovered_bytes_truncated += truncated
             # past the recovery point an inactive segment was trimmed at roll: a cut
             # there means a torn write, and nothing after it can be trusted
@@ -345,14 +367,32 @@ class Log:
             end = b.position + b.size
         if end != last.size:
             self.recovered_bytes_truncated += last.recover(epoch_cache=self.epoch_cache)
+            self._mark_txn_rebuild(last.base_offset)
+
+    def _mark_txn_rebuild(self, offset: int) -> None:
+        if self._txn_rebuild_from is None or offset < self._txn_rebuild_from:
+            self._txn_rebuild_from = offset
 
     def _rebuild_producer_state(self) -> None:
+        """Producer state from the newest usable snapshot plus the batches after it;
+        the txnindexes of re-validated segments (and of unreadable ones) are rebuilt
+        on the way, from a snapshot at or below the first of them."""
+        for seg in self.segments:
+            if seg.txn_index.needs_rebuild:
+                self._mark_txn_rebuild(seg.base_offset)
+        rebuild = self._txn_rebuild_from
+        self._txn_rebuild_from = None
+        if rebuild is not None:
+            for seg in self.segments:
+                seg.txn_index.truncate_to(rebuild)
+                seg.txn_index.needs_rebuild = False
         start = self.producer_state.truncate_and_reload(self.log_start_offset, self.next_offset,
-                                                        self.clock())
-        self._replay_producer_state(start, self.next_offset)
+                                                        self.clock(), load_at_or_below=rebuild)
+        self._replay_producer_state(start, self.next_offset, rebuild_txn_index_from=rebuild)
         self.producer_state.remove_expired_producers(self.clock())
 
-    def _replay_producer_state(self, start: int, end: int) -> None:
+    def _replay_producer_state(self, start: int, end: int,
+                               rebuild_txn_index_from: int | None = None) -> None:
         i = max(0, bisect.bisect_right(self._bases, start) - 1)
         for seg in self.segments[i:]:
             first = seg.translate_offset(start)
@@ -362,7 +402,11 @@ class Log:
                 if batch.base_offset >= end:
                     break
                 if batch.base_offset >= start:
-                    self.producer_state.apply_batch(batch)
+                    aborted = self.producer_state.apply_batch(batch)
+                    if rebuild_txn_index_from is not None:
+                        for txn in aborted:
+                            if txn.last_offset >= rebuild_txn_index_from:
+                                seg.txn_index.append(txn)
         self.producer_state.map_end_offset = end
 
     def _load_topic_id(self, topic_id: bytes | None) -> None:
@@ -417,8 +461,57 @@ class Log:
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (clamped to [log start, log end]); returns it."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.next_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         self._check_invariants()
         return self.high_watermark
+
+    # ================================================================= transactions
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest open or not yet replicated transaction."""
+        f = self.producer_state.first_unstable_offset
+        return None if f is None else max(f, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """LSO: read_committed consumers read below it; min(first unstable, HW)."""
+        f = self.first_unstable_offset
+        return self.high_watermark if f is None else min(f, self.high_watermark)
+
+    def has_ongoing_txn(self, producer_id: int) -> bool:
+        return self.producer_state.has_ongoing_txn(producer_id)
+
+    def append_control(self, producer_id: int, producer_epoch: int, commit: bool,
+                       coordinator_epoch: int, leader_epoch: int,
+                       timestamp_ms: int | None = None) -> AppendInfo:
+        """Leader only: append a COMMIT/ABORT marker for `producer_id`.
+
+        InvalidProducerEpochError (47) for an epoch older than the producer's,
+        TransactionCoordinatorFencedError (52) for a coordinator epoch older than the
+        last marker's.  A marker of a producer without an open transaction here is
+        appended too (it fences the coordinator epoch) but indexes nothing.
+        """
+        ts = self.clock() if timestamp_ms is None else timestamp_ms
+        batch = build_control_batch(0, producer_id, producer_epoch, commit, coordinator_epoch,
+                                    ts)
+        return self._append(memoryview(bytearray(batch)), leader_epoch, validate=True,
+                            assign_offsets=True, from_client=False)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[tuple[int, int]]:
+        """[(producer_id, first_offset)] of the aborted transactions overlapping
+        [start_offset, upper_bound_offset), in marker order (Fetch's
+        aborted_transactions for read_committed)."""
+        out: list[tuple[int, int]] = []
+        if upper_bound_offset <= start_offset:
+            return out
+        for seg in self.segments[self._segment_index(start_offset):]:
+            r = seg.txn_index.collect_aborted(start_offset, upper_bound_offset)
+            out.extend((t.producer_id, t.first_offset) for t in r.aborted)
+            if r.complete:
+                break
+        return out
 
     # ================================================================= append
 
@@ -428,8 +521,14 @@ class Log:
 
         `assign_offsets=False` is the follower path: batches keep their offsets and
         partition leader epochs, must start at or after the log end offset, and skip
-        the producer sequence checks (the leader made them).
+        the producer sequence checks (the leader made them).  Clients may not write
+        control batches (`append_control` does, for the coordinator).
         """
+        return self._append(records, leader_epoch, validate=validate,
+                            assign_offsets=assign_offsets, from_client=assign_offsets)
+
+    def _append(self, records, leader_epoch: int, *, validate: bool, assign_offsets: bool,
+                from_client: bool) -> AppendInfo:
         self._check_open()
         mv = records if isinstance(records, memoryview) else memoryview(records)
         if mv.ndim != 1 or mv.itemsize != 1:
@@ -440,14 +539,13 @@ class Log:
         if not batches:
             return AppendInfo(-1, -1, -1, self.log_start_offset, False, 0)
         now = self.clock()
-        self._validate_batches(batches, len(mv), now, assign_offsets, validate)
+        headers = self._validate_batches(batches, len(mv), now, from_client, validate)
         pinfo = None                # producer state staging, only for idempotent batches
         next_offset = self.next_offset
         log_append_time = now if self.config.log_append_time and assign_offsets else -1
         max_ts, offset_of_max_ts, count = -1, -1, 0
         first_offset = None
-        for b in batches:
-            h = b.header()          # one unpack instead of a property per field
+        for b, h in zip(batches, headers):  # one unpack per batch, made by the validation
             if h.producer_id >= 0 and pinfo is None:
                 pinfo = self.producer_state.prepare_append(validate=assign_offsets)
             if assign_offsets:
@@ -484,7 +582,8 @@ class Log:
         segment.append(last_offset, max_ts, offset_of_max_ts, mv)
         self._record_epochs(batches, leader_epoch, first_offset, assign_offsets)
         if pinfo is not None:
-            self.producer_state.commit(pinfo, next_offset)
+            for txn in self.producer_state.commit(pinfo, next_offset):
+                segment.txn_index.append(txn)
         self.producer_state.map_end_offset = next_offset
         assert next_offset > self.next_offset >= self.high_watermark, "offsets went backwards"
         self.next_offset = next_offset
@@ -495,26 +594,33 @@ class Log:
                           False, count)
 
     def _validate_batches(self, batches, total: int, now: int, from_client: bool,
-                          validate: bool) -> None:
+                          validate: bool) -> list:
+        """Raises for the first bad batch; returns their headers (BatchHeader each)."""
         c = self.config
         if total > c.segment_bytes:
             raise RecordBatchTooLargeError(f"{total} bytes exceed segment.bytes {c.segment_bytes}")
+        headers = []
+        check_ts = from_client and not c.log_append_time
         for b in batches:
             if b.magic != MAGIC:
                 raise InvalidRecordError(f"magic {b.magic}: only v2 batches are stored")
             if validate:
                 b.validate(from_client=from_client)
-            if b.size > c.max_message_bytes:
-                raise MessageTooLargeError(f"batch of {b.size} bytes exceeds max.message.bytes"
+            h = b.header()          # one unpack for every header field (kept for _append)
+            headers.append(h)
+            size = h.batch_length + LOG_OVERHEAD
+            if size > c.max_message_bytes:
+                raise MessageTooLargeError(f"batch of {size} bytes exceeds max.message.bytes"
                                            f" {c.max_message_bytes}")
-            if from_client and b.timestamp_type != LOG_APPEND_TIME and not c.log_append_time:
-                self._check_timestamp(b.max_timestamp, now)
+            if check_ts and not h.attributes & TIMESTAMP_TYPE_MASK:
+                self._check_timestamp(h.max_timestamp, now)
             if from_client and c.compact:
                 # one walk; Kafka answers one record error per keyless record (Produce v8+)
                 keyless = [i for i, r in enumerate(b.records()) if r.key is None]
                 if keyless:
                     msg = "compacted topic cannot accept a record without key"
                     raise InvalidRecordError(msg, [(i, msg) for i in keyless])
+        return headers
 
     def _check_timestamp(self, ts: int, now: int) -> None:
         c = self.config
@@ -593,10 +699,11 @@ class Log:
             raise OffsetOutOfRangeError(f"offset {offset} not in [{self.log_start_offset},"
                                         f" {self.next_offset}] of {self.dir}")
         if offset == self.next_offset or (max_offset is not None and offset >= max_offset):
-            return ReadInfo([], offset)
+            return ReadInfo([], offset, offset)
         slices: list[FileSlice] = []
         first = None
         remaining = max_bytes
+        last_seg = None
         for seg in self.segments[self._segment_index(offset):]:
             if max_offset is not None and seg.base_offset >= max_offset:
                 break
@@ -611,11 +718,22 @@ class Log:
                 continue
             sl, base = r
             slices.append(sl)
+            last_seg = seg
             first = base if first is None else first
             remaining -= sl.length
             if remaining <= 0 or sl.position + sl.length < seg.size:
                 break
-        return ReadInfo(slices, offset if first is None else first)
+        if first is None:
+            return ReadInfo(slices, offset, offset)
+        return ReadInfo(slices, first, self._offset_after(last_seg, slices[-1]))
+
+    def _offset_after(self, seg: LogSegment, sl: FileSlice) -> int:
+        """The first offset after slice `sl` of `seg` (next batch, segment or log end)."""
+        b = seg.batch_at(sl.position + sl.length)
+        if b is not None:
+            return b.base_offset
+        i = bisect.bisect_left(self._bases, seg.base_offset)
+        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.next_offset
 
     def read_records_bytes(self, offset: int, max_bytes: int = LONG_MAX,
                            max_offset: int | None = None) -> bytes:

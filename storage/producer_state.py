@@ -17,6 +17,20 @@ last write.  This is what Kafka's ProducerStateManager keeps:
 Appends stage their changes in a `ProducerAppendInfo` and `commit()` them only after
 the bytes were written, so a failed append leaves the state untouched.
 
+Transactions (Kafka's ProducerStateManager, seed 000 §6.3).  A transactional data
+batch of a producer without an open transaction here starts one at its first offset
+(`current_txn_first_offset`); `ongoing_txns` maps first offset -> producer id for all
+open transactions.  A control batch (COMMIT/ABORT marker, storage/batch.py) ends it:
+`commit()` returns the `AbortedTxn` entries the log must write to the marker's segment
+`.txnindex` (storage/txn_index.py) and moves the transaction to `unreplicated_txns`
+until the high watermark passes its marker (`on_high_watermark_updated`).  The first
+unstable offset is the smallest first offset of the open and the not yet replicated
+transactions; the log's LSO is min(high watermark, first unstable offset).  A marker
+whose coordinator epoch is older than the producer's is TRANSACTION_COORDINATOR_FENCED
+(52), one whose producer epoch is older INVALID_PRODUCER_EPOCH (47) (client and
+coordinator appends; follower appends take the leader's word).  A non-transactional
+batch from a producer with an open transaction is INVALID_TXN_STATE (48).
+
 Snapshot files: `<partition dir>/<20-digit offset>.snapshot`, written by the owner when
 a segment rolls (offset = the new segment's base offset) and on clean close (offset =
 log end offset): the state as of just before that offset.  On open the newest snapshot
@@ -43,11 +57,15 @@ import os
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import crc32c as _crc32c
 
+from storage.batch import CONTROL_ABORT, CONTROL_COMMIT, parse_control_key, parse_end_txn_value
 from storage.checkpoint import atomic_write
-from storage.errors import (InvalidProducerEpochError, OutOfOrderSequenceError)
+from storage.errors import (InvalidProducerEpochError, InvalidRecordError, InvalidTxnStateError,
+                            OutOfOrderSequenceError, TransactionCoordinatorFencedError)
+from storage.txn_index import AbortedTxn
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_ID = -1
@@ -76,6 +94,33 @@ def decrement_sequence(seq: int, decrement: int) -> int:
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class CompletedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int            # the marker's offset
+    is_aborted: bool
+
+
+class EndTxnMarker(NamedTuple):
+    commit: bool
+    coordinator_epoch: int
+
+
+def read_end_txn_marker(batch) -> EndTxnMarker:
+    """The COMMIT/ABORT marker of a control batch; InvalidRecordError when the batch
+    does not hold exactly one well-formed end-transaction control record."""
+    records = list(batch.records())
+    if len(records) != 1:
+        raise InvalidRecordError(f"control batch holds {len(records)} records, expected 1")
+    rec = records[0]
+    version, kind = parse_control_key(rec.key)
+    if version < 0 or kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise InvalidRecordError(f"control record type {kind} (version {version}) is not"
+                                 " an end-transaction marker")
+    _, coordinator_epoch = parse_end_txn_value(rec.value)
+    return EndTxnMarker(kind == CONTROL_COMMIT, coordinator_epoch)
 
 
 def snapshot_file_name(offset: int) -> str:
@@ -143,6 +188,7 @@ class ProducerAppendInfo:
         self._manager = manager
         self._validate = validate
         self.entries: dict[int, ProducerStateEntry] = {}
+        self.completed_txns: list[CompletedTxn] = []
 
     def _entry(self, producer_id: int) -> ProducerStateEntry:
         e = self.entries.get(producer_id)
@@ -171,6 +217,11 @@ class ProducerAppendInfo:
             raise InvalidProducerEpochError(
                 f"producer {batch.producer_id}: epoch {epoch} older than {e.producer_epoch}")
         if batch.is_control:
+            marker = read_end_txn_marker(batch)
+            if marker.coordinator_epoch < e.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"producer {batch.producer_id}: marker of coordinator epoch"
+                    f" {marker.coordinator_epoch} older than {e.coordinator_epoch}")
             return
         if epoch != e.producer_epoch:
             if first_seq != 0 and e.producer_epoch != NO_PRODUCER_EPOCH:
@@ -180,6 +231,10 @@ class ProducerAppendInfo:
         elif e.batches and not in_sequence(e.last_seq, first_seq):
             raise OutOfOrderSequenceError(
                 f"producer {batch.producer_id}: sequence {first_seq} after {e.last_seq}")
+        if not batch.is_transactional and e.current_txn_first_offset is not None:
+            raise InvalidTxnStateError(
+                f"producer {batch.producer_id}: non-transactional write during its"
+                f" transaction from offset {e.current_txn_first_offset}")
 
     def update(self, batch, first_offset: int, last_offset: int) -> None:
         """Record an appended batch (offsets already assigned)."""
@@ -188,11 +243,21 @@ class ProducerAppendInfo:
         e = self._entry(batch.producer_id)
         ts = batch.max_timestamp
         if batch.is_control:
-            # end of a transaction (commit/abort marker); transactions come later
+            # end of a transaction: a COMMIT/ABORT marker at `first_offset`
+            try:
+                marker = read_end_txn_marker(batch)
+            except InvalidRecordError:
+                marker = None      # replayed junk control batch: ends nothing
             if batch.producer_epoch > e.producer_epoch:
                 e.batches.clear()
                 e.producer_epoch = batch.producer_epoch
-            e.current_txn_first_offset = None
+            if marker is not None:
+                if e.current_txn_first_offset is not None:
+                    self.completed_txns.append(CompletedTxn(
+                        e.producer_id, e.current_txn_first_offset, first_offset,
+                        not marker.commit))
+                e.current_txn_first_offset = None
+                e.coordinator_epoch = marker.coordinator_epoch
             e.last_timestamp_ms = ts
             return
         if batch.base_sequence != NO_SEQUENCE:
@@ -213,21 +278,79 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0          # state covers batches below this offset
+        self.ongoing_txns: dict[int, int] = {}          # first offset -> producer id
+        self.unreplicated_txns: dict[int, CompletedTxn] = {}  # first offset -> txn
 
     # -- appends ----------------------------------------------------------------------
 
     def prepare_append(self, validate: bool = True) -> ProducerAppendInfo:
         return ProducerAppendInfo(self, validate)
 
-    def commit(self, info: ProducerAppendInfo, end_offset: int) -> None:
+    def commit(self, info: ProducerAppendInfo, end_offset: int) -> list[AbortedTxn]:
+        """Apply staged changes; returns the aborted transactions to index (in order)."""
+        started = []
+        for pid, e in info.entries.items():
+            old = self.producers.get(pid)
+            old_first = old.current_txn_first_offset if old else None
+            if e.current_txn_first_offset is not None and e.current_txn_first_offset != old_first:
+                started.append((e.current_txn_first_offset, pid))
         self.producers.update(info.entries)
+        for first, pid in started:
+            self.ongoing_txns[first] = pid
+        aborted = []
+        for txn in info.completed_txns:
+            if txn.is_aborted:
+                aborted.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                          self.last_stable_offset_after(txn)))
+            self.complete_txn(txn)
         self.map_end_offset = max(self.map_end_offset, end_offset)
+        return aborted
 
-    def apply_batch(self, batch) -> None:
+    def apply_batch(self, batch) -> list[AbortedTxn]:
         """Replay one batch read from the log (recovery): no validation."""
         info = self.prepare_append(validate=False)
         info.update(batch, batch.base_offset, batch.last_offset)
-        self.commit(info, batch.last_offset + 1)
+        return self.commit(info, batch.last_offset + 1)
+
+    # -- transactions -----------------------------------------------------------------
+
+    def last_stable_offset_after(self, txn: CompletedTxn) -> int:
+        """The LSO once `txn` is complete: the first offset of the earliest other open
+        transaction, else one past the marker (Kafka's lastStableOffset(completedTxn))."""
+        firsts = [f for f, pid in self.ongoing_txns.items()
+                  if pid != txn.producer_id and f != txn.first_offset]
+        return min(firsts) if firsts else txn.last_offset + 1
+
+    def complete_txn(self, txn: CompletedTxn) -> None:
+        self.ongoing_txns.pop(txn.first_offset, None)
+        self.unreplicated_txns[txn.first_offset] = txn
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is below the high watermark."""
+        if self.unreplicated_txns:
+            for first in [f for f, t in self.unreplicated_txns.items()
+                          if t.last_offset < high_watermark]:
+                del self.unreplicated_txns[first]
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """Smallest first offset of an open or not yet replicated transaction."""
+        best = None
+        if self.ongoing_txns:
+            best = min(self.ongoing_txns)
+        if self.unreplicated_txns:
+            u = min(self.unreplicated_txns)
+            best = u if best is None else min(best, u)
+        return best
+
+    def has_ongoing_txn(self, producer_id: int) -> bool:
+        e = self.producers.get(producer_id)
+        return e is not None and e.current_txn_first_offset is not None
+
+    def _rebuild_ongoing(self) -> None:
+        self.ongoing_txns = {e.current_txn_first_offset: pid for pid, e in self.producers.items()
+                             if e.current_txn_first_offset is not None}
+        self.unreplicated_txns = {}
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
@@ -253,8 +376,10 @@ class ProducerStateManager:
             del self.producers[pid]
         self.delete_snapshots_before(log_start_offset, keep_latest=True)
 
-    def truncate_and_reload(self, log_start_offset: int, end_offset: int, now_ms: int) -> int:
-        """Drop snapshots above `end_offset`, load the newest at or below it.
+    def truncate_and_reload(self, log_start_offset: int, end_offset: int, now_ms: int,
+                            load_at_or_below: int | None = None) -> int:
+        """Drop snapshots above `end_offset`, load the newest at or below it (and at or
+        below `load_at_or_below` when given: recovery replays from there).
 
         Returns the offset from which the caller must replay batches (the snapshot's
         offset, or `log_start_offset` when none is usable).
@@ -263,13 +388,17 @@ class ProducerStateManager:
             if off > end_offset:
                 self._unlink(off)
         self.producers = {}
+        self.ongoing_txns, self.unreplicated_txns = {}, {}
         self.map_end_offset = log_start_offset
         for off in reversed(self.snapshot_offsets()):
             if off < log_start_offset:
                 break
+            if load_at_or_below is not None and off > load_at_or_below:
+                continue
             try:
                 self.producers = self.read_snapshot(off, now_ms)
                 self.map_end_offset = off
+                self._rebuild_ongoing()
                 return off
             except ValueError:
                 self._unlink(off)

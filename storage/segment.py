@@ -5,7 +5,8 @@ Files (base = the first offset the segment may hold, 20 decimal digits, zero pad
     00000000000000012345.log        record batches (v2), back to back, as on the wire
     00000000000000012345.index      offset index, see storage/index.py
     00000000000000012345.timeindex  time index, see storage/index.py
-    00000000000000012345.txnindex   aborted transactions (reserved: transactions come later)
+    00000000000000012345.txnindex   aborted transactions, see storage/txn_index.py (only
+                                    created once the segment holds an ABORT marker)
 
 Suffixes during life-cycle changes: `.deleted` (retention, deleted after
 `file.delete.delay.ms`), `.cleaned` / `.swap` (compaction, see storage/cleaner.py).
@@ -40,6 +41,7 @@ from storage.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, RecordBatch
 from storage.errors import (InvalidOffsetError, LogSegmentOffsetOverflowError, StorageError)
 from storage.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
 from storage.slices import FileSlice
+from storage.txn_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -113,6 +115,7 @@ class LogSegment:
         self.active = False
         self.index_needs_rebuild = False
         self.index, self.time_index = self._open_indexes()
+        self.txn_index = TransactionIndex(self.txn_index_path, base_offset)
         self.bytes_since_last_index_entry = 0
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp = base_offset
@@ -283,7 +286,7 @@ class LogSegment:
             return
         if not self.active:
             raise StorageError(f"append to inactive segment {self.log_path}")
-        if not self.can_convert_to_relative(largest_offset):
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:   # inlined: hot path
             raise LogSegmentOffsetOverflowError(
                 f"offset {largest_offset} does not fit segment {self.base_offset}")
         position = self.size
@@ -306,11 +309,12 @@ class LogSegment:
                     max_offset_in_messages: int, now_ms: int, segment_bytes: int,
                     segment_ms: int, roll_jitter_ms: int = 0) -> bool:
         """Kafka's roll conditions for the next append."""
-        return (self.size + messages_size > min(segment_bytes, self.capacity)
-                or (self.size > 0 and self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+        size = self.size
+        return (size + messages_size > min(segment_bytes, self.capacity)
+                or (size > 0 and self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
                     > segment_ms - roll_jitter_ms)
                 or self.index.is_full() or self.time_index.is_full()
-                or not self.can_convert_to_relative(max_offset_in_messages))
+                or not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX)
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         first = self.first_batch_timestamp
@@ -454,6 +458,7 @@ class LogSegment:
         removed = self.size - b.position
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self._cut_file(b.position)
         self.bytes_since_last_index_entry = 0
         if b.position == 0:
@@ -469,6 +474,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self, sync: bool = True) -> None:
         """Record the final max timestamp, trim files to their real size, release all."""
@@ -481,6 +487,8 @@ class LogSegment:
         self._drop_read_map()
         self.index.close()
         self.time_index.close()
+        self.txn_index.flush()
+        self.txn_index.close()
         os.close(self.fd)
         self.fd = -1
 
@@ -493,6 +501,7 @@ class LogSegment:
         self._drop_read_map()
         self.index.close(trim=False)
         self.time_index.close(trim=False)
+        self.txn_index.close()
         os.close(self.fd)
         self.fd = -1
 
@@ -510,6 +519,7 @@ class LogSegment:
                 out.append(new)
             setattr(self, attr, new)
         self.index.path, self.time_index.path = self.index_path, self.time_index_path
+        self.txn_index.rename(self.txn_index_path)
         self.suffix = new_suffix
         return out
 
