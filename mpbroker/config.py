@@ -297,6 +297,7 @@ _BROKER_TABLE = [
     ("transactional.id.expiration.ms", I, 604800000, at_least(1), HIGH, RO, "Time the transaction coordinator waits without status updates before expiring a transactional id."),
     ("transaction.max.timeout.ms", I, 900000, at_least(1), HIGH, RO, "The maximum allowed timeout for transactions."),
     ("transaction.abort.timed.out.transaction.cleanup.interval.ms", I, 10000, at_least(1), LOW, RO, "The interval at which to roll back transactions that have timed out."),
+    ("transaction.partition.verification.enable", B, True, None, LOW, CW, "KIP-890: a partition leader asks the transaction coordinator whether a transactional batch's partition was added to the transaction before appending it."),
     ("producer.id.expiration.ms", I, 86400000, at_least(1), LOW, CW, "Time a topic partition leader waits before expiring producer ids."),
     ("producer.id.expiration.check.interval.ms", I, 600000, at_least(1), LOW, RO, "The interval at which to remove producer ids that have expired."),
     ("zookeeper.connect", S, None, None, HIGH, RO, "ZooKeeper connection string host:port[,host:port...][/chroot]. Unset: the embedded metadata store is used."),

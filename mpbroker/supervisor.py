@@ -3,7 +3,8 @@
 Processes (all forked by the supervisor, none exec'd):
 
     supervisor  (main process: signals, systemd, reaping, respawning, heartbeats)
-      ├── controller  the EmbeddedController, the one writer of cluster metadata
+      ├── controller  the EmbeddedController, the one writer of cluster metadata (with
+      │               zookeeper.connect: the ZkController, mpbroker/controller/zk.py)
       └── worker i    one per core (`num.workers`), pinned (`worker.cpu.affinity`),
                       its own SO_REUSEPORT listener, uvloop, `workers.server.run`
 
@@ -41,7 +42,9 @@ The controller is not respawned: its death stops the broker (exit 1) and systemd
 Signals: the handlers only queue the signal and wake the main loop through a pipe; the
 loop dispatches to `handle_<name>`.
 
-* SIGTERM: controlled shutdown. STOPPING=1; SIGTERM to the workers (each stops accepting,
+* SIGTERM: controlled shutdown. In cluster mode (`zookeeper.connect`) first the
+  controller process asks the active controller to move this broker's leaderships
+  (ControlledShutdown; it marks its heartbeat slot CS_DONE when done). STOPPING=1; SIGTERM to the workers (each stops accepting,
   finishes requests in flight, flushes, writes the clean-shutdown markers, exits 0);
   SIGKILL for any worker still there after `worker.shutdown.timeout.ms`; then the
   controller. Exit 0 when every child stopped cleanly.
@@ -280,6 +283,7 @@ class ControllerCallError(Exception):
 
 # ============================================================================ heartbeats
 BOOTING, READY = 0, 1
+CS_DONE = 2      # the controller slot: serving, and this broker's controlled shutdown is done
 SLOT = struct.Struct("<qqd")   # pid, state, monotonic seconds of the last beat
 
 
@@ -302,9 +306,10 @@ class HeartbeatTable:
         return SLOT.unpack_from(self.map, slot * SLOT.size)
 
 
-async def heartbeat_loop(table: HeartbeatTable, slot: int, interval_s: float) -> None:
+async def heartbeat_loop(table: HeartbeatTable, slot: int, interval_s: float,
+                         state: Callable[[], int] = lambda: READY) -> None:
     while True:
-        table.beat(slot)
+        table.beat(slot, state())
         await asyncio.sleep(interval_s)
 
 
@@ -312,6 +317,8 @@ async def heartbeat_loop(table: HeartbeatTable, slot: int, interval_s: float) ->
 RPC_METHODS = frozenset({
     "create_topics", "delete_topics", "create_partitions", "alter_configs",
     "allocate_producer_id", "ensure_internal_topic", "auto_create_topics", "register_broker",
+    "alter_partition", "elect_leaders", "controlled_shutdown",
+    "alter_partition_reassignments", "list_partition_reassignments", "controller_request",
 })
 
 
@@ -408,22 +415,35 @@ class ControllerService:
 
 def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, int],
                    heartbeats: HeartbeatTable, heartbeat_interval_s: float) -> int:
-    """The controller process: the embedded controller behind `ControllerService`."""
+    """The controller process: the embedded controller (or, with `zookeeper.connect`, the
+    ZooKeeper controller, mpbroker/controller/zk.py) behind `ControllerService`."""
     from mpbroker.controller.embedded import EmbeddedController
     from workers import server
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the supervisor decides when we stop
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        ctl = EmbeddedController(cfg)
-        ctl.register_broker(cfg.broker_id, *advertised)
+        if cfg.uses_zookeeper:
+            from mpbroker.controller.zk import ZkController
+            ctl = ZkController(cfg, advertised)
+        else:
+            ctl = EmbeddedController(cfg)
+            ctl.register_broker(cfg.broker_id, *advertised)
     except configmod.ConfigError as e:
         print(f"mpbroker: {e}", file=sys.stderr)
         return CONTROLLER_BOOT_ERROR
     server.install_uvloop()
+    beat_state = [READY]
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
+        if cfg.uses_zookeeper:
+            try:
+                await ctl.start(loop)
+            except configmod.ConfigError as e:
+                print(f"mpbroker: {e}", file=sys.stderr)
+                ctl.close()
+                return CONTROLLER_BOOT_ERROR
         service = ControllerService(ctl, loop)
         from mpbroker.controller.placement import PlacementManager
         service.placement = PlacementManager(cfg, service)
@@ -437,11 +457,23 @@ def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, i
             elif msg["op"] == "reload":
                 _apply_log_level(msg["config"])
                 service.reload(msg["config"])
+            elif msg["op"] == "controlled_shutdown":
+                loop.create_task(controlled_shutdown())
+
+        async def controlled_shutdown():
+            try:
+                if hasattr(ctl, "request_controlled_shutdown"):
+                    await ctl.request_controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown")
+            beat_state[0] = CS_DONE
+            heartbeats.beat(0, CS_DONE)
 
         control = Link(channels.control, on_control, stop.set)
         control.attach(loop)
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        beat = loop.create_task(heartbeat_loop(heartbeats, 0, heartbeat_interval_s))
+        beat = loop.create_task(heartbeat_loop(heartbeats, 0, heartbeat_interval_s,
+                                               lambda: beat_state[0]))
         await stop.wait()
         beat.cancel()
         service.placement.close()
@@ -584,6 +616,25 @@ class ControllerClient:
 
     async def register_broker(self, broker_id, host, port, rack=None) -> None:
         return await self._call("register_broker", (broker_id, host, port, rack))
+
+    async def alter_partition(self, topic, partition, leader_id, leader_epoch, partition_epoch, new_isr):
+        return await self._call("alter_partition", (topic, partition, leader_id, leader_epoch,
+                                                    partition_epoch, tuple(new_isr)))
+
+    async def elect_leaders(self, election_type, partitions):
+        return await self._call("elect_leaders", (election_type, partitions))
+
+    async def controlled_shutdown(self, broker_id, broker_epoch=-1):
+        return await self._call("controlled_shutdown", (broker_id, broker_epoch))
+
+    async def alter_partition_reassignments(self, moves):
+        return await self._call("alter_partition_reassignments", (moves,))
+
+    async def list_partition_reassignments(self, partitions):
+        return await self._call("list_partition_reassignments", (partitions,))
+
+    async def controller_request(self, api_key, version, body):
+        return await self._call("controller_request", (api_key, version, body))
 
     def close(self) -> None:
         self.link.close()
@@ -782,6 +833,17 @@ class Supervisor:
         to the workers' listening SO_REUSEPORT sockets) for the supervisor's lifetime, so
         that a respawned worker finds it free and port 0 resolves once for all workers."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        if port != 0:
+            # SO_REUSEPORT would let us share a port that another broker (of the same
+            # user) already listens on, and the kernel would then spread connections over
+            # both brokers. A plain bind first fails with EADDRINUSE in that case, as
+            # Kafka's own bind would.
+            probe = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind((host, port))
+            finally:
+                probe.close()
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -870,7 +932,35 @@ class Supervisor:
             self.pipe = None
 
     def handle_term(self) -> None:
+        if self.cfg.uses_zookeeper and self.cfg["controlled.shutdown.enable"]:
+            self.cluster_controlled_shutdown()
         raise SupervisorError(0, "SIGTERM: controlled shutdown")
+
+    def cluster_controlled_shutdown(self) -> None:
+        """Cluster mode: the controller process asks the active controller to move this
+        broker's leaderships (ControlledShutdown, with its retries) and marks its heartbeat
+        slot CS_DONE; the workers keep serving meanwhile. Bounded by the retry settings."""
+        ctl = self.controller
+        if ctl is None or not ctl.ready:
+            return
+        retries = max(1, self.cfg["controlled.shutdown.max.retries"])
+        backoff_s = self.cfg["controlled.shutdown.retry.backoff.ms"] / 1000
+        deadline = time.monotonic() + retries * (backoff_s + 35.0)
+        self.notifier.status("controlled shutdown")
+        try:
+            ctl.link.send({"op": "controlled_shutdown"})
+            ctl.link.flush(2.0)
+        except (OSError, TimeoutError) as e:
+            log.warning("controlled shutdown: %s", e)
+            return
+        while time.monotonic() < deadline:
+            self.sleep(0.05)
+            if signal.SIGINT in self.sig_queue:
+                return
+            if self.heartbeats.read(0)[1] == CS_DONE or self.controller is None:
+                return
+            self.reap_children()
+        log.warning("controlled shutdown did not finish in time")
 
     def handle_int(self) -> None:
         raise SupervisorError(0, "SIGINT: fast stop", graceful=False)
@@ -1075,7 +1165,7 @@ class Supervisor:
     def check_ready(self, child: Child) -> float | None:
         """The time of the child's last beat once it serves, else None."""
         pid, state, last = self.heartbeats.read(child.slot)
-        if state != READY or pid != child.pid:
+        if state not in (READY, CS_DONE) or pid != child.pid:
             return None
         if not child.ready:
             child.ready = True

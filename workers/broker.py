@@ -5,6 +5,9 @@ A worker owns (ARCHITECTURE §1):
 * its timing wheel (`Timer`) driven by one asyncio timer, and its purgatories
   (produce, fetch, delete records);
 * the group coordinators of the `__consumer_offsets` partitions it owns;
+* the transaction coordinator state of the `__transaction_state` partitions it owns
+  (`self.transactions`, workers/txn/service.py) and the KIP-890 produce check
+  (`self.txn_verifier`);
 * its incremental fetch session cache;
 * a read-only copy of the cluster metadata, replaced wholesale when the controller
   pushes a newer epoch (`apply_metadata`): a newer copy creates the logs of partitions
@@ -35,6 +38,7 @@ from workers.loop_timer import LoopTimer
 from workers.partition import Partition
 from workers.placement import PlacementTable
 from workers.purgatory import Purgatory
+from workers.replication import ReplicaManager
 from workers.timing_wheel import Timer
 
 log = logging.getLogger(__name__)
@@ -66,6 +70,8 @@ class Broker:
             max_sessions=config.get("max.incremental.fetch.session.cache.slots", 1000),
             clock=clock)
         self.groups = None  # workers.group_service.GroupService, set by start()
+        self.transactions = None  # workers.txn.service.TransactionService, set by start()
+        self.txn_verifier = None  # workers.txn.service.TxnVerifier, set by start()
         self.listener_host = "127.0.0.1"
         self.listener_port = 0
         self._background: list[asyncio.Task] = []
@@ -80,6 +86,11 @@ class Broker:
         self.requests_served = 0       # parts it ran for other fronts
         self.retired_bytes = [0, 0]    # bytes in/out of partitions it no longer has
         self.clients = weakref.WeakSet()  # connections served as a front (for stats)
+        # Replication (workers/replication.py): the follower partitions this worker
+        # owns by placement (not served to clients: NOT_LEADER_OR_FOLLOWER), their
+        # fetchers, and the leaders' ISR changes.
+        self.followers: dict[tuple[str, int], Partition] = {}
+        self.replication = ReplicaManager(self)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -92,6 +103,9 @@ class Broker:
             GroupService = None
         if GroupService is not None:
             self.groups = GroupService(self)
+        from workers.txn.service import TransactionService, TxnVerifier
+        self.transactions = TransactionService(self)
+        self.txn_verifier = TxnVerifier(self)
         self.apply_metadata(self.controller.metadata())
         self._background.append(loop.create_task(self._housekeeping()))
 
@@ -102,13 +116,17 @@ class Broker:
             self.router.close()
         if self.groups:
             self.groups.shutdown()
-        for p in list(self.partitions.values()):
+        if self.transactions:
+            self.transactions.shutdown()
+        self.replication.shutdown()
+        for p in list(self.partitions.values()) + list(self.followers.values()):
             try:
                 p.log.flush()
                 p.close()
             except Exception:
                 log.exception("closing %s-%d", p.topic, p.index)
         self.partitions.clear()
+        self.followers.clear()
 
     async def _housekeeping(self) -> None:
         """The periodic work of the owned logs, on the worker's loop (KafkaScheduler's
@@ -127,7 +145,7 @@ class Broker:
             due = {k for k, ms in every.items() if ms > 0 and now - last[k] >= ms}
             for k in due:
                 last[k] = now
-            for p in list(self.partitions.values()):
+            for p in list(self.partitions.values()) + list(self.followers.values()):
                 if p.closed:
                     continue
                 try:
@@ -137,6 +155,10 @@ class Broker:
                 await asyncio.sleep(0)  # let requests in between partitions
             if self.groups:
                 self.groups.housekeeping(now)
+            try:
+                self.replication.check_isr(now)       # replica.lag.time.max.ms
+            except Exception:
+                log.exception("ISR check")
 
     def _housekeep_partition(self, p: Partition, now: int, due: set) -> None:
         lg = p.log
@@ -177,11 +199,13 @@ class Broker:
     def reload_config(self, cfg) -> None:
         """SIGHUP / dynamic config: the new config; open logs take the new topic defaults."""
         self.config = cfg
+        self.replication.reload_config(cfg)
         md = self.metadata
-        for (topic, _), p in list(self.partitions.items()):
+        for (topic, _), p in list(self.partitions.items()) + list(self.followers.items()):
             t = md.topics.get(topic) if md is not None else None
             if t is not None:
                 p.log.config = self.log_config(t.configs)
+                p.min_isr = self._min_isr(t.configs)
 
     def stats(self) -> dict:
         """What `mpbroker placement show` reports of this worker (counters; the caller
@@ -222,34 +246,121 @@ class Broker:
         self._reconcile(md)
 
     def _reconcile(self, md: ClusterMetadata) -> None:
-        """Open the partitions this worker owns, close those it no longer owns."""
+        """Open the partitions this worker hosts: this broker is the leader or in the
+        replicas, and this worker owns them by placement. Leader role (served to
+        clients, `self.partitions`) when the state names this broker the leader, else
+        follower role (`self.followers`, replicated by workers/replication.py). Close
+        those no longer hosted: deleted when the topic went away or (cluster mode) this
+        broker left the replicas (StopReplica with delete), kept on disk when they only
+        moved to another worker."""
         live = set()
+        me = self.broker_id
+        now = self.clock()
         for topic in md.topics.values():
+            settings = None
             for index, state in topic.partitions.items():
-                if state.leader != self.broker_id or not self.owns(topic.name, index):
+                if (state.leader != me and me not in state.replicas) or \
+                        not self.owns(topic.name, index):
                     continue
-                live.add((topic.name, index))
-                p = self.partitions.get((topic.name, index))
-                if p is None or p.topic_id != topic.topic_id:
-                    if p is not None:
-                        self._drop_partition(p, delete=True)
+                key = (topic.name, index)
+                live.add(key)
+                if settings is None:
+                    settings = (self.log_config(topic.configs), self._min_isr(topic.configs))
+                p = self.partitions.get(key) or self.followers.get(key)
+                if p is not None and p.topic_id != topic.topic_id:
+                    self._remove_hosted(p, delete=True)
+                    p = None
+                new = p is None
+                if new:
                     p = self._open_partition(topic, index, state)
-                    self.partitions[(topic.name, index)] = p
-                    if topic.name == OFFSETS_TOPIC and self.groups:
-                        self.groups.became_coordinator(p)
                 else:
-                    p.leader_epoch = state.leader_epoch
-                    p.log.config = self.log_config(topic.configs)
-        for key, p in list(self.partitions.items()):
+                    p.log.config = settings[0]
+                p.min_isr = settings[1]
+                if state.leader == me:
+                    self._become_leader(p, state, new, now)
+                else:
+                    self._become_follower(p, state, new)
+        cluster = bool(self.config.get("zookeeper.connect"))
+        for key, p in list(self.partitions.items()) + list(self.followers.items()):
             if key not in live:
-                gone = key[0] not in md.topics
-                if p.topic == OFFSETS_TOPIC and self.groups:
-                    self.groups.resigned_coordinator(p)
-                self._drop_partition(p, delete=gone)
-                del self.partitions[key]
+                t = md.topics.get(key[0])
+                st = t.partitions.get(key[1]) if t is not None else None
+                gone = st is None or (cluster and me not in st.replicas and st.leader != me)
+                self._remove_hosted(p, delete=gone)
         # Waiters on partitions that changed complete now (they re-check errors).
         for key in list(self.partitions):
             self.fetch_purgatory.check_and_complete(key)
+
+    def _become_leader(self, p: Partition, state, new: bool, now: int) -> None:
+        """makeLeader: a new leader epoch (epoch cache entry at the log end), follower
+        states reset, the ISR from the state; a same-epoch push only updates the ISR."""
+        key = p.key
+        was_follower = self.followers.pop(key, None) is not None
+        if was_follower:
+            self.replication.unfollow(key)
+        new_epoch = new or was_follower or p.leader_epoch != state.leader_epoch or \
+            tuple(state.replicas) != p.replicas
+        if new_epoch:
+            moved = p.make_leader(self.broker_id, state.leader_epoch, state.replicas,
+                                  state.isr, state.partition_epoch, now)
+            if p.replicated:
+                log.info("leading %s-%d (leader epoch %d from offset %d, ISR %s)", p.topic,
+                         p.index, p.leader_epoch, p.leader_epoch_start_offset, list(p.isr))
+        else:
+            moved = p.update_isr_state(state.isr, state.partition_epoch)
+        p.on_isr_change = self.replication.alter_isr
+        p.on_hw_change = self.replication.hw_changed
+        self.partitions[key] = p
+        if new or was_follower:
+            if p.topic == OFFSETS_TOPIC and self.groups:
+                self.groups.became_coordinator(p)
+            if p.topic == TRANSACTION_TOPIC and self.transactions:
+                self.transactions.became_coordinator(p)
+        elif new_epoch and p.topic == TRANSACTION_TOPIC and self.transactions:
+            self.transactions.became_coordinator(p)  # a new coordinator epoch
+        if moved and not new:
+            self.replication.hw_changed(p)
+
+    def _become_follower(self, p: Partition, state, new: bool) -> None:
+        """makeFollower: stop serving clients (NOT_LEADER_OR_FOLLOWER), complete the
+        operations waiting on it, and (re)start fetching from the leader, truncating
+        first, when the leader or its epoch changed."""
+        key = p.key
+        was_leader = self.partitions.pop(key, None) is not None
+        if was_leader:
+            self._resign(p)
+        changed = p.make_follower(state.leader, state.leader_epoch, state.replicas, state.isr,
+                                  state.partition_epoch)
+        p.on_isr_change = p.on_hw_change = None
+        self.followers[key] = p
+        if was_leader:
+            self.produce_purgatory.check_and_complete(key)
+            self.fetch_purgatory.check_and_complete(key)
+        if changed or new or key not in self.replication.following:
+            self.replication.follow(p)
+
+    def _resign(self, p: Partition) -> None:
+        if p.topic == OFFSETS_TOPIC and self.groups:
+            self.groups.resigned_coordinator(p)
+        if p.topic == TRANSACTION_TOPIC and self.transactions:
+            self.transactions.resigned_coordinator(p)
+
+    def _remove_hosted(self, p: Partition, delete: bool) -> None:
+        key = p.key
+        if self.partitions.get(key) is p:
+            self._resign(p)
+            del self.partitions[key]
+        elif self.followers.get(key) is p:
+            del self.followers[key]
+            self.replication.unfollow(key)
+        self._drop_partition(p, delete=delete)
+
+    def _min_isr(self, topic_configs: dict) -> int:
+        try:
+            return int(configmod.effective_topic_config(self.config, topic_configs)
+                       .get("min.insync.replicas") or 1)
+        except Exception:
+            return 1
 
     def log_config(self, topic_configs: dict) -> LogConfig:
         effective = configmod.effective_topic_config(self.config, topic_configs)
@@ -265,7 +376,7 @@ class Broker:
         lg = Log.open(path, self.log_config(topic.configs), clock=self.clock,
                       topic_id=topic.topic_id)
         p = Partition(topic.name, index, topic.topic_id, lg, leader_epoch=state.leader_epoch,
-                      leader_id=state.leader)
+                      leader_id=state.leader, replicated=len(state.replicas) > 1)
         return p
 
     def _drop_partition(self, p: Partition, delete: bool) -> None:

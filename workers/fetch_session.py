@@ -41,6 +41,7 @@ class CachedPartition:
     last_high_watermark: int = -1
     last_stable_offset: int = -1
     last_log_start_offset: int = -1
+    last_fetched_epoch: int = -1      # Fetch v12+ (followers: divergence check)
 
     def must_respond(self, error_code: int, high_watermark: int, lso: int,
                      log_start: int, has_records: bool) -> bool:

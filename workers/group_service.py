@@ -128,9 +128,17 @@ class GroupService:
         loop = asyncio.get_event_loop()
 
         def append(records, callback, producer_id: int = -1, producer_epoch: int = -1):
+            # A transactional offset commit continues the producer's sequence on this
+            # partition (several TxnOffsetCommits in one transaction are not duplicates;
+            # an older epoch is refused by the producer state: INVALID_PRODUCER_EPOCH).
+            seq = -1
+            if producer_id >= 0:
+                e = partition.log.producer_state.last_entry(producer_id)
+                last = e.last_seq if e is not None else -1
+                seq = last + 1 if (e is not None and e.producer_epoch == producer_epoch
+                                   and 0 <= last < 0x7FFFFFFF) else 0
             builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
-                                   is_transactional=producer_id >= 0,
-                                   base_sequence=0 if producer_id >= 0 else -1)
+                                   is_transactional=producer_id >= 0, base_sequence=seq)
             for key, value in records:
                 builder.append(key, value)
             try:
@@ -138,7 +146,9 @@ class GroupService:
                     raise serr.StorageError("partition moved")
                 partition.log.append(memoryview(bytearray(builder.build())),
                                      partition.leader_epoch, validate=False)
-                partition.log.update_high_watermark(partition.log.log_end_offset)
+                # HW = LEO with one replica; with followers it waits for them
+                # (workers/partition.py: replicated partitions)
+                partition._maybe_increment_high_watermark()
                 code = 0
             except serr.StorageError as e:
                 log.warning("appending group records to %s-%d failed: %s",

@@ -3,7 +3,9 @@
 A connection lands on an arbitrary worker, its *front*. For the APIs in `ROUTES` the
 dispatcher hands the decoded request to `Router.route` instead of the handler:
 
-* partition-scoped (Produce, ListOffsets, DeleteRecords, OffsetForLeaderEpoch): the
+* partition-scoped (Produce, ListOffsets, DeleteRecords, OffsetForLeaderEpoch,
+  DescribeProducers,
+  WriteTxnMarkers: `split_markers`/`merge_markers`, per marker per partition): the
   request dict is split by owner (`split_partitions`, the placement map's owner of each
   (topic, partition)); the local part runs through the normal handler at once, each
   remote part goes as ONE message to its owner over the mesh, which runs its normal
@@ -27,13 +29,23 @@ dispatcher hands the decoded request to `Router.route` instead of the handler:
   `coordinator_partition(group_id)` of `__consumer_offsets`; requests naming several
   groups (DescribeGroups, DeleteGroups, ConsumerGroupDescribe, OffsetFetch v8+) are
   split per coordinator and merged in request order; ListGroups fans out to every worker.
-* everything else (Metadata, ApiVersions, admin APIs, FindCoordinator, InitProducerId)
-  runs on the front: metadata comes from the controller's pushes.
+* transaction coordinator APIs (InitProducerId with a transactional id,
+  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn): forwarded whole to the worker owning
+  partition `coordinator_partition(transactional_id)` of `__transaction_state`;
+  AddPartitionsToTxn v4+ and DescribeTransactions are split per coordinator and merged,
+  ListTransactions fans out to every worker; TxnOffsetCommit goes to the group's
+  coordinator like OffsetCommit.
+* everything else (Metadata, ApiVersions, admin APIs, FindCoordinator, InitProducerId
+  without a transactional id) runs on the front: metadata comes from the controller's
+  pushes.
 
 Mesh messages (`workers/mesh.py` framing):
 
     front -> owner  {"op": "req", "id", "api_key", "version", "body", "client_id",
                      "client_host", ["keys"], ["oneway"]}
+                    Produce: each partition's "records" is the index of a raw buffer
+                    sent after the pickle (`detach_records`/`attach_records`), never
+                    pickled; the owner appends from a memoryview of the received frame
     owner -> front  {"op": "resp", "id", "body"} | {"op": "resp", "id", "error": str}
     front -> owner  {"op": "complete", "id"}           (Fetch long poll: answer now)
 
@@ -87,6 +99,9 @@ PART_SPECS = {
                                "topics", "name", "partitions", "partition_index"),
     K.OFFSET_FOR_LEADER_EPOCH: PartSpec("topics", "topic", "partitions", "partition",
                                         "topics", "topic", "partitions", "partition"),
+    # request partitions are plain indexes (req_index None)
+    K.DESCRIBE_PRODUCERS: PartSpec("topics", "name", "partition_indexes", None,
+                                   "topics", "name", "partitions", "partition_index"),
 }
 
 
@@ -98,7 +113,8 @@ def split_partitions(req: dict, spec: PartSpec, owner_of: Callable[[str, int], i
         name = t[spec.req_name]
         per: dict[int, list] = {}
         for p in t[spec.req_parts]:
-            per.setdefault(owner_of(name, p[spec.req_index]), []).append(p)
+            idx = p if spec.req_index is None else p[spec.req_index]
+            per.setdefault(owner_of(name, idx), []).append(p)
         for w, parts in per.items():
             by_owner.setdefault(w, []).append({**t, spec.req_parts: parts})
     if not by_owner:
@@ -124,7 +140,7 @@ def merge_partitions(req: dict, spec: PartSpec, responses: list[dict]) -> dict:
         name = t[spec.req_name]
         parts = []
         for p in t[spec.req_parts]:
-            q = found.get((name, p[spec.req_index]))
+            q = found.get((name, p if spec.req_index is None else p[spec.req_index]))
             if q:
                 parts.append(q.popleft())
         topics.append({spec.resp_name: name, spec.resp_parts: parts})
@@ -135,7 +151,8 @@ def merge_partitions(req: dict, spec: PartSpec, responses: list[dict]) -> dict:
 class GroupSpec(NamedTuple):
     req_field: str            # the list of groups in the request
     resp_field: str           # the list of per-group answers in the response
-    dict_items: bool          # request items are dicts with "group_id" (else plain names)
+    dict_items: bool          # request items are dicts with `key` (else plain names)
+    key: str = "group_id"     # the id field of items (transactions: "transactional_id")
 
 
 GROUP_MULTI = {
@@ -146,11 +163,24 @@ GROUP_MULTI = {
 }
 
 GROUP_SINGLE = (K.JOIN_GROUP, K.SYNC_GROUP, K.HEARTBEAT, K.LEAVE_GROUP, K.OFFSET_COMMIT,
-                K.OFFSET_DELETE, K.CONSUMER_GROUP_HEARTBEAT, K.OFFSET_FETCH)
+                K.OFFSET_DELETE, K.CONSUMER_GROUP_HEARTBEAT, K.OFFSET_FETCH,
+                K.TXN_OFFSET_COMMIT)
+
+# Transaction coordinator APIs: to the worker owning the `__transaction_state` partition
+# of the transactional id (InitProducerId only when it names one; AddPartitionsToTxn
+# v4+ batches transactions and is split like the multi-group APIs).
+TXN_SINGLE = (K.INIT_PRODUCER_ID, K.ADD_PARTITIONS_TO_TXN, K.ADD_OFFSETS_TO_TXN, K.END_TXN)
+TXN_MULTI = {
+    K.ADD_PARTITIONS_TO_TXN: GroupSpec("transactions", "results_by_transaction", True,
+                                       "transactional_id"),
+    K.DESCRIBE_TRANSACTIONS: GroupSpec("transactional_ids", "transaction_states", False,
+                                       "transactional_id"),
+}
+TXN_TOPIC = "__transaction_state"
 
 
 def _gid(item, spec: GroupSpec) -> str:
-    return item["group_id"] if spec.dict_items else item
+    return item[spec.key] if spec.dict_items else item
 
 
 def split_groups(req: dict, spec: GroupSpec, owner_of: Callable[[str], int]) -> dict:
@@ -164,7 +194,7 @@ def merge_groups(req: dict, spec: GroupSpec, responses: list[dict]) -> dict:
     found: dict[str, collections.deque] = {}
     for resp in responses:
         for g in resp.get(spec.resp_field) or ():
-            found.setdefault(g.get("group_id"), collections.deque()).append(g)
+            found.setdefault(g.get(spec.key), collections.deque()).append(g)
     out = {k: v for k, v in responses[0].items() if k != spec.resp_field} if responses else {}
     if "throttle_time_ms" in out:
         out["throttle_time_ms"] = max(r.get("throttle_time_ms", 0) for r in responses)
@@ -177,10 +207,54 @@ def merge_groups(req: dict, spec: GroupSpec, responses: list[dict]) -> dict:
     return out
 
 
+def merge_list_transactions(responses: list[dict]) -> dict:
+    error = next((r.get("error_code", 0) for r in responses if r.get("error_code")), 0)
+    return {"throttle_time_ms": max((r.get("throttle_time_ms", 0) for r in responses), default=0),
+            "error_code": error,
+            "unknown_state_filters": responses[0].get("unknown_state_filters", []) if responses else [],
+            "transaction_states": [t for r in responses for t in r.get("transaction_states") or ()]}
+
+
 def merge_list_groups(responses: list[dict]) -> dict:
     error = next((r.get("error_code", 0) for r in responses if r.get("error_code")), 0)
     return {"throttle_time_ms": max((r.get("throttle_time_ms", 0) for r in responses), default=0),
             "error_code": error, "groups": [g for r in responses for g in r.get("groups") or ()]}
+
+
+def split_markers(req: dict, owner_of: Callable[[str, int], int]) -> dict:
+    """WriteTxnMarkers split by partition owner: {owner: (sub-request, [marker index])};
+    each sub-request keeps, per marker, only that owner's topics and partitions."""
+    by_owner: dict[int, tuple[dict, list]] = {}
+    for i, m in enumerate(req.get("markers") or ()):
+        per: dict[int, list] = {}
+        for t in m.get("topics") or ():
+            parts: dict[int, list] = {}
+            for idx in t.get("partition_indexes") or ():
+                parts.setdefault(owner_of(t["name"], idx), []).append(idx)
+            for w, idxs in parts.items():
+                per.setdefault(w, []).append({**t, "partition_indexes": idxs})
+        for w, topics in per.items():
+            sub, order = by_owner.setdefault(w, ({**req, "markers": []}, []))
+            sub["markers"].append({**m, "topics": topics})
+            order.append(i)
+    return by_owner
+
+
+def merge_markers(req: dict, parts: list[tuple[list, dict]]) -> dict:
+    """One WriteTxnMarkers response in request order from [(marker indexes, response)]."""
+    codes: dict[tuple, int] = {}
+    for order, resp in parts:
+        for i, m in zip(order, resp.get("markers") or ()):
+            for t in m.get("topics") or ():
+                for p in t.get("partitions") or ():
+                    codes[(i, t["name"], p["partition_index"])] = p["error_code"]
+    markers = []
+    for i, m in enumerate(req.get("markers") or ()):
+        topics = [{"name": t["name"], "partitions": [
+            {"partition_index": idx, "error_code": codes.get((i, t["name"], idx), -1)}
+            for idx in t.get("partition_indexes") or ()]} for t in m.get("topics") or ()]
+        markers.append({"producer_id": m["producer_id"], "topics": topics})
+    return {"markers": markers}
 
 
 def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wait_ms: int,
@@ -196,7 +270,8 @@ def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wai
         topics[-1]["partitions"].append({
             "partition": cp.partition, "fetch_offset": cp.fetch_offset,
             "partition_max_bytes": cp.max_bytes, "log_start_offset": cp.log_start_offset,
-            "current_leader_epoch": cp.current_leader_epoch, "last_fetched_epoch": -1})
+            "current_leader_epoch": cp.current_leader_epoch,
+            "last_fetched_epoch": cp.last_fetched_epoch})
     for t in topics:
         del t["_k"]
     sub = {k: v for k, v in req.items() if k not in ("topics", "forgotten_topics_data")}
@@ -211,7 +286,7 @@ def fetch_has_news(resp: dict) -> bool:
         return True
     for t in resp.get("responses") or ():
         for p in t.get("partitions") or ():
-            if p.get("error_code") or p.get("records"):
+            if p.get("error_code") or p.get("records") or p.get("diverging_epoch"):
                 return True
     return False
 
@@ -225,6 +300,40 @@ def portable(api_key: int, body: dict) -> dict:
                 {**p, "records": bytearray(p["records"])} if isinstance(p.get("records"), memoryview)
                 else p for p in t["partition_data"]]} for t in body["topic_data"]]}
     return body
+
+
+def detach_records(api_key: int, body: dict) -> tuple[dict, list]:
+    """A Produce body for the mesh with every partition's records replaced by the index
+    of its raw buffer, and the buffers (memoryviews over the client's request frame, not
+    copied): the mesh sends them raw after the pickled body (workers/mesh.py), so the
+    one copy to the owner is the kernel's. Other APIs: (body, [])."""
+    if api_key != K.PRODUCE:
+        return body, []
+    bufs: list = []
+    topics = []
+    for t in body["topic_data"]:
+        parts = []
+        for p in t["partition_data"]:
+            recs = p.get("records")
+            if recs is not None and not isinstance(recs, int):
+                parts.append({**p, "records": len(bufs)})
+                bufs.append(recs)
+            else:
+                parts.append(p)
+        topics.append({**t, "partition_data": parts})
+    return {**body, "topic_data": topics}, bufs
+
+
+def attach_records(body: dict, raw) -> None:
+    """The owner's side of `detach_records`: buffer indexes become the (writable)
+    memoryviews the mesh received, in place. An index out of range is a bad frame."""
+    for t in body.get("topic_data") or ():
+        for p in t.get("partition_data") or ():
+            recs = p.get("records")
+            if isinstance(recs, int):
+                if not 0 <= recs < len(raw):
+                    raise ValueError(f"records buffer {recs} of {len(raw)}")
+                p["records"] = raw[recs]
 
 
 def sanitize_response(api_key: int, body):
@@ -285,12 +394,18 @@ class Router:
             K.PRODUCE: self._route_partitions, K.LIST_OFFSETS: self._route_partitions,
             K.DELETE_RECORDS: self._route_partitions,
             K.OFFSET_FOR_LEADER_EPOCH: self._route_partitions,
+            K.DESCRIBE_PRODUCERS: self._route_partitions,
             K.FETCH: self._route_fetch, K.LIST_GROUPS: self._route_list_groups,
         }
         for k in GROUP_SINGLE:
             self.routes[k] = self._route_group
         for k in GROUP_MULTI:
             self.routes.setdefault(k, self._route_group_multi)
+        for k in TXN_SINGLE:
+            self.routes[k] = self._route_txn
+        self.routes[K.DESCRIBE_TRANSACTIONS] = self._route_txn_multi
+        self.routes[K.LIST_TRANSACTIONS] = self._route_list_transactions
+        self.routes[K.WRITE_TXN_MARKERS] = self._route_markers
 
     # ------------------------------------------------------------ peers
     @property
@@ -358,6 +473,14 @@ class Router:
         from workers.groups.partitioner import coordinator_partition
         return self.owner(OFFSETS_TOPIC, coordinator_partition(group_id, len(t.partitions)))
 
+    def txn_owner(self, transactional_id: str) -> int:
+        md = self.broker.metadata
+        t = md.topics.get(TXN_TOPIC) if md is not None else None
+        if t is None or not t.partitions or not transactional_id:
+            return self.me
+        from workers.groups.partitioner import coordinator_partition
+        return self.owner(TXN_TOPIC, coordinator_partition(transactional_id, len(t.partitions)))
+
     # ------------------------------------------------------------ front side
     def route(self, ctx, req: dict, handle: Callable):
         fn = self.routes.get(ctx.api_key)
@@ -373,9 +496,9 @@ class Router:
             return None
         self._next_id += 1
         rid = self._next_id
+        body, raw = detach_records(ctx.api_key, body)
         msg = {"op": "req", "id": rid, "api_key": ctx.api_key, "version": ctx.api_version,
-               "body": portable(ctx.api_key, body), "client_id": ctx.client_id,
-               "client_host": ctx.client_host}
+               "body": body, "client_id": ctx.client_id, "client_host": ctx.client_host}
         if keys is not None:
             msg["keys"] = keys
         fut = None
@@ -390,7 +513,7 @@ class Router:
             fut = self.loop.create_future()
             self.pending[rid] = (fut, wid)
         try:
-            link.send(msg)
+            link.send(msg, raw)
         except ConnectionError:
             self.pending.pop(rid, None)
             return None
@@ -473,6 +596,91 @@ class Router:
                 except PeerGone:
                     out.append(await _value(handle(self.broker, ctx, parts[w])))
             return merge_groups(req, spec, out)
+        return gather()
+
+    # ---- transactions
+    def _route_txn(self, ctx, req, handle):
+        if ctx.api_key == K.ADD_PARTITIONS_TO_TXN:
+            if ctx.api_version >= 4:
+                return self._route_txn_multi(ctx, req, handle)
+            tid = req.get("v3_and_below_transactional_id")
+        else:
+            tid = req.get("transactional_id")
+        if tid is None:       # InitProducerId of an idempotent producer: any worker
+            return handle(self.broker, ctx, req)
+        w = self.txn_owner(tid)
+        if w == self.me:
+            return handle(self.broker, ctx, req)
+        fut = self.forward(w, ctx, req)
+        if fut is None:
+            return handle(self.broker, ctx, req)
+
+        async def wait():
+            try:
+                return await fut
+            except PeerGone:
+                return await _value(handle(self.broker, ctx, req))
+        return wait()
+
+    def _route_txn_multi(self, ctx, req, handle):
+        spec = TXN_MULTI[ctx.api_key]
+        parts = split_groups(req, spec, self.txn_owner)
+        if not parts or set(parts) == {self.me}:
+            return handle(self.broker, ctx, req)
+        results = {}
+        for w, sub in parts.items():
+            if w != self.me:
+                results[w] = self.forward(w, ctx, sub) or handle(self.broker, ctx, sub)
+        if self.me in parts:
+            results[self.me] = handle(self.broker, ctx, parts[self.me])
+
+        async def gather():
+            out = []
+            for w in parts:
+                try:
+                    out.append(await _value(results[w]))
+                except PeerGone:
+                    out.append(await _value(handle(self.broker, ctx, parts[w])))
+            return merge_groups(req, spec, out)
+        return gather()
+
+    def _route_markers(self, ctx, req, handle):
+        """WriteTxnMarkers: each partition's markers to its owner (like Produce)."""
+        parts = split_markers(req, self.owner)
+        me = self.me
+        if not parts or set(parts) == {me}:
+            return handle(self.broker, ctx, req)
+        results: dict[int, Any] = {}
+        for w, (sub, _) in parts.items():
+            if w != me:
+                results[w] = self.forward(w, ctx, sub) or handle(self.broker, ctx, sub)
+        if me in parts:
+            results[me] = handle(self.broker, ctx, parts[me][0])
+
+        async def gather():
+            out = []
+            for w, (sub, order) in parts.items():
+                try:
+                    out.append((order, await _value(results[w])))
+                except PeerGone:
+                    out.append((order, await _value(handle(self.broker, ctx, sub))))
+            return merge_markers(req, out)
+        return gather()
+
+    def _route_list_transactions(self, ctx, req, handle):
+        futs = [f for f in (self.forward(w, ctx, req) for w in self.live_peers()) if f]
+        local = handle(self.broker, ctx, req)
+        if not futs:
+            return local
+
+        async def gather():
+            out = [await _value(local)]
+            for f in futs:
+                try:
+                    out.append(await f)
+                except PeerGone:
+                    pass
+            return merge_list_transactions(out)
         return gather()
 
     def _route_list_groups(self, ctx, req, handle):
@@ -663,6 +871,17 @@ class Router:
         ctx = RemoteContext(msg, peer)
         body = msg["body"]
         if api_key == K.PRODUCE:
+            raw = msg.pop("raw", None)
+            if raw is not None:
+                try:
+                    attach_records(body, raw)
+                except ValueError as e:
+                    log.error("mesh: bad produce frame from worker %d (%s): closing the "
+                              "channel", peer, e)
+                    link = self.peers.get(peer)
+                    if link is not None:
+                        link.close()
+                    return
             for t in body.get("topic_data") or ():
                 for p in t.get("partition_data") or ():
                     if isinstance(p.get("records"), (bytes, bytearray)):

@@ -1,7 +1,7 @@
 """The `mpbroker` command.
 
     mpbroker serve -c conf/server.properties [--override key=value]...
-    mpbroker dump-log PATH [--records]
+    mpbroker dump-log PATH [--records]       (a .log segment, or a .txnindex)
     mpbroker placement show|move|balance -c conf/server.properties [--json] ...
 
 `serve` runs the supervisor (`mpbroker.supervisor`), which forks the controller (the
@@ -64,6 +64,8 @@ def cmd_dump_log(args) -> int:
     """Print the batches (and with --records the records) of a segment file."""
     from storage.batch import iter_batches
     from storage import errors as serr
+    if args.path.endswith(".txnindex"):
+        return _dump_txn_index(args.path)
     with open(args.path, "rb") as f:
         data = memoryview(f.read())
     pos = 0
@@ -75,13 +77,37 @@ def cmd_dump_log(args) -> int:
                   f"isTransactional: {b.is_transactional} isControl: {b.is_control} "
                   f"producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
                   f"baseSequence: {b.base_sequence} maxTimestamp: {b.max_timestamp}")
-            if args.records:
+            if args.records and b.is_control:
+                from storage.producer_state import read_end_txn_marker
+                try:
+                    m = read_end_txn_marker(b)
+                    print(f"| offset: {b.base_offset} endTxnMarker: "
+                          f"{'COMMIT' if m.commit else 'ABORT'} "
+                          f"coordinatorEpoch: {m.coordinator_epoch}")
+                except serr.StorageError as e:
+                    print(f"| offset: {b.base_offset} unknown control record: {e}")
+            elif args.records:
                 for r in b.records():
                     print(f"| offset: {r.offset} CreateTime: {r.timestamp} "
                           f"key: {r.key!r} value: {r.value!r} headers: {list(r.headers)}")
             pos += b.size
     except serr.StorageError as e:
         print(f"stopped at position {pos}: {e}")
+        return 1
+    return 0
+
+
+def _dump_txn_index(path: str) -> int:
+    """A `.txnindex` (storage/txn_index.py) as Kafka's DumpLogSegments prints it."""
+    from storage.txn_index import ENTRY, ENTRY_SIZE
+    with open(path, "rb") as f:
+        data = f.read()
+    for i in range(len(data) // ENTRY_SIZE):
+        version, pid, first, last, lso = ENTRY.unpack_from(data, i * ENTRY_SIZE)
+        print(f"version: {version} producerId: {pid} firstOffset: {first} "
+              f"lastOffset: {last} lastStableOffset: {lso}")
+    if len(data) % ENTRY_SIZE:
+        print(f"stopped at position {len(data) - len(data) % ENTRY_SIZE}: partial entry")
         return 1
     return 0
 

@@ -304,3 +304,75 @@ class EmbeddedController:
         pid = self._pid_next
         self._pid_next += 1
         return pid
+
+    # ----------------------------------------------------------------- cluster-mode APIs
+    # One broker: it is the controller and the only replica, so these are small.
+    async def alter_partition(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
+                              partition_epoch: int, new_isr):
+        """A leader changes its ISR -> (error_code, PartitionState | None); see
+        docs/INTERFACES.md "Cluster mode" (the ZkController has the same contract)."""
+        t = self.md.topics.get(topic)
+        st = t.partitions.get(partition) if t is not None else None
+        if st is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        if leader_id != st.leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, st
+        if leader_epoch != st.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH, st
+        if partition_epoch != st.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION, st
+        new_isr = tuple(new_isr)
+        if leader_id not in new_isr or not set(new_isr) <= set(st.replicas) \
+                or len(set(new_isr)) != len(new_isr):
+            return ErrorCode.INVALID_REQUEST, st
+        self._commit(model.update_partition(self.md, topic, replace(st, isr=new_isr)))
+        return ErrorCode.NONE, self.md.topics[topic].partitions[partition]
+
+    async def elect_leaders(self, election_type: int, partitions):
+        """ElectLeaders: every replica is this broker, so no election is ever needed."""
+        if partitions is None:
+            return ErrorCode.NONE, []
+        out = []
+        for t, p in partitions:
+            topic = self.md.topics.get(t)
+            if topic is None or p not in topic.partitions:
+                out.append((t, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."))
+            else:
+                out.append((t, p, ErrorCode.ELECTION_NOT_NEEDED,
+                            "Leader election not needed for topic partition."))
+        return ErrorCode.NONE, out
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int = -1):
+        """Nothing to move: no other broker could lead (remaining: RF > 1 partitions, none)."""
+        if broker_id != self.broker_id:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        return ErrorCode.NONE, []
+
+    async def alter_partition_reassignments(self, moves):
+        """One broker: the only valid target is the current assignment (nothing to move)."""
+        out = []
+        for t, p, target in moves:
+            topic = self.md.topics.get(t)
+            st = topic.partitions.get(p) if topic is not None else None
+            if st is None:
+                out.append((t, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."))
+            elif target is None:
+                out.append((t, p, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                            f"Cannot cancel a reassignment of {t}-{p}: none is in progress."))
+            elif tuple(target) != st.replicas:
+                out.append((t, p, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            f"The proposed assignment contains non-live brokers: "
+                            f"{sorted(set(target) - set(self.md.brokers))}"))
+            else:
+                out.append((t, p, ErrorCode.NONE, None))
+        return ErrorCode.NONE, None, out
+
+    async def list_partition_reassignments(self, partitions):
+        return ErrorCode.NONE, None, []
+
+    async def controller_request(self, api_key: int, version: int, body: dict) -> dict:
+        """LeaderAndIsr / StopReplica / UpdateMetadata: no other controller governs an
+        embedded broker, so every one is refused with STALE_CONTROLLER_EPOCH."""
+        from mpbroker.controller import broker_requests
+        parts = broker_requests.partitions(api_key, version, body)
+        return broker_requests.response(api_key, version, parts, {}, ErrorCode.STALE_CONTROLLER_EPOCH)

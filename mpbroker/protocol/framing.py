@@ -180,20 +180,27 @@ def api_versions_fallback(correlation_id: int, api_versions_range: tuple[int, in
 class FrameReader:
     """Incremental frame splitter: `feed(data) -> [memoryview frame, ...]`.
 
-    Frames are returned without their size prefix, as views over immutable bytes
-    (the caller may keep them; later feeds never change them). Bytes of an
+    Frames are returned without their size prefix, as views over buffers that no later
+    feed changes (the caller may keep them): small frames over immutable bytes, a frame
+    larger than BIG_FRAME that arrives in pieces over a bytearray of its own, filled
+    piece by piece (one copy per byte instead of accumulate + cut) and writable, so the
+    log assigns offsets in place without copying the batch again. Bytes of an
     incomplete frame stay buffered (at most max_bytes + 4).
     """
-    __slots__ = ("max_bytes", "_buf")
+    __slots__ = ("max_bytes", "_buf", "_big", "_big_got")
+
+    BIG_FRAME = 64 * 1024
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES):
         self.max_bytes = max_bytes
         self._buf = bytearray()
+        self._big: bytearray | None = None     # a large frame being filled
+        self._big_got = 0
 
     @property
     def buffered(self) -> int:
         """Bytes held for an incomplete frame."""
-        return len(self._buf)
+        return len(self._buf) + (self._big_got + 4 if self._big is not None else 0)
 
     def _split(self, src) -> tuple[list[tuple[int, int]], int]:
         spans = []
@@ -211,22 +218,55 @@ class FrameReader:
         return spans, pos
 
     def feed(self, data) -> list[memoryview]:
+        out: list[memoryview] = []
+        if self._big is not None:
+            mv = data if isinstance(data, memoryview) else memoryview(data)
+            big, got = self._big, self._big_got
+            take = min(len(big) - got, len(mv))
+            big[got:got + take] = mv[:take]
+            self._big_got = got + take
+            if self._big_got < len(big):
+                return out
+            self._big = None
+            out.append(memoryview(big))
+            data = mv[take:]
+            if not len(data):
+                return out
         if not self._buf:
-            if type(data) is not bytes:
-                data = bytes(data)
             spans, pos = self._split(data)
+            if spans:
+                whole = data if type(data) is bytes else bytes(memoryview(data)[:pos])
+                view = memoryview(whole)
+                out += [view[a:b] for a, b in spans]
             if pos < len(data):
                 self._buf += memoryview(data)[pos:]
-            view = memoryview(data)
-            return [view[a:b] for a, b in spans]
+                self._maybe_big()
+            return out
         self._buf += data
         spans, pos = self._split(self._buf)
         if not spans:
-            return []
+            self._maybe_big()
+            return out
         whole = memoryview(self._buf)
         try:
             consumed = memoryview(bytes(whole[:pos]))
         finally:
             whole.release()
         del self._buf[:pos]
-        return [consumed[a:b] for a, b in spans]
+        self._maybe_big()
+        out += [consumed[a:b] for a, b in spans]
+        return out
+
+    def _maybe_big(self) -> None:
+        """The buffered partial frame is large: move it to a bytearray of its size."""
+        buf = self._buf
+        if len(buf) < 4:
+            return
+        size = _i.unpack_from(buf, 0)[0]
+        if size <= self.BIG_FRAME or len(buf) - 4 >= size:
+            return
+        big = bytearray(size)
+        have = len(buf) - 4
+        big[:have] = buf[4:]
+        self._big, self._big_got = big, have
+        buf.clear()

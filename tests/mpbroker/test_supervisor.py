@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import threading
+import re
 import time
 
 import pytest
@@ -243,4 +244,5 @@ def test_a_worker_that_never_boots_stops_the_supervisor(tmp_path, capsys):
     t0 = time.monotonic()
     assert run_supervisor(s) == 1
     assert time.monotonic() - t0 < 10
-    assert "worker 0 failed to boot 3 times in a row" in capsys.readouterr().err
+    # every worker fails; whichever reaches the limit first stops the supervisor
+    assert re.search(r"worker \d+ failed to boot 3 times in a row", capsys.readouterr().err)

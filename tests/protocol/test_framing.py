@@ -124,3 +124,30 @@ def test_frame_reader_caps_size_before_buffering():
     with pytest.raises(FrameTooLarge):
         framing.FrameReader().feed(i(-1))
     assert framing.FrameReader().max_bytes == 104857600
+
+
+def test_frame_reader_large_frames_any_chunking():
+    big1, big2 = bytes(range(256)) * 400, b"y" * 200000          # > FrameReader.BIG_FRAME
+    stream = frames(b"a", big1, b"bb", big2, b"c")
+    for step in (3, 4096, 65536, 70001, 256 * 1024, len(stream)):
+        reader = framing.FrameReader()
+        out = []
+        buf = bytearray(step)
+        for pos in range(0, len(stream), step):
+            piece = stream[pos:pos + step]
+            buf[:len(piece)] = piece                          # the caller reuses its buffer
+            out += reader.feed(memoryview(buf)[:len(piece)])
+        assert [bytes(f) for f in out] == [b"a", big1, b"bb", big2, b"c"]
+        assert reader.buffered == 0
+    reader = framing.FrameReader()
+    first = reader.feed(stream[:1000])
+    rest = reader.feed(stream[1000:])
+    frame = rest[0]
+    assert bytes(frame) == big1 and not frame.readonly        # appended in place by the log
+    assert reader.feed(b"") == [] and [bytes(f) for f in first] == [b"a"]
+
+
+def test_frame_reader_large_frame_size_capped():
+    reader = framing.FrameReader(max_bytes=100000)
+    with pytest.raises(FrameTooLarge):
+        reader.feed(i(100001) + b"x" * 10)

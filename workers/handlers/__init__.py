@@ -20,6 +20,12 @@ from workers.handlers import (alter_configs, api_versions, delete_groups, descri
                               delete_topics, describe_cluster, fetch, init_producer_id,
                               list_offsets, metadata, offset_for_leader_epoch, produce)
 from workers.handlers import consumer_group_describe, consumer_group_heartbeat
+from workers.handlers import describe_producers, write_txn_markers
+from workers.handlers import (alter_partition_reassignments, controlled_shutdown, elect_leaders,
+                              leader_and_isr, list_partition_reassignments, stop_replica,
+                              update_metadata)
+from workers.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
+                              end_txn, list_transactions, txn_offset_commit)
 
 
 class Handler(NamedTuple):
@@ -57,6 +63,21 @@ HANDLERS: dict[int, Handler] = {
     K.OFFSET_DELETE:           Handler(offset_delete.handle, 0, 0),
     K.CONSUMER_GROUP_HEARTBEAT: Handler(consumer_group_heartbeat.handle, 0, 1),
     K.CONSUMER_GROUP_DESCRIBE: Handler(consumer_group_describe.handle, 0, 0),
+    K.WRITE_TXN_MARKERS:       Handler(write_txn_markers.handle, 0, 1),
+    K.DESCRIBE_PRODUCERS:      Handler(describe_producers.handle, 0, 0),
+    K.ADD_PARTITIONS_TO_TXN:   Handler(add_partitions_to_txn.handle, 0, 4),
+    K.ADD_OFFSETS_TO_TXN:      Handler(add_offsets_to_txn.handle, 0, 4),
+    K.END_TXN:                 Handler(end_txn.handle, 0, 4),
+    K.TXN_OFFSET_COMMIT:       Handler(txn_offset_commit.handle, 0, 4),
+    K.DESCRIBE_TRANSACTIONS:   Handler(describe_transactions.handle, 0, 0),
+    K.LIST_TRANSACTIONS:       Handler(list_transactions.handle, 0, 1),
+    K.LEADER_AND_ISR:          Handler(leader_and_isr.handle, 0, 7),
+    K.STOP_REPLICA:            Handler(stop_replica.handle, 0, 4),
+    K.UPDATE_METADATA:         Handler(update_metadata.handle, 0, 8),
+    K.CONTROLLED_SHUTDOWN:     Handler(controlled_shutdown.handle, 0, 3),
+    K.ELECT_LEADERS:           Handler(elect_leaders.handle, 0, 2),
+    K.ALTER_PARTITION_REASSIGNMENTS: Handler(alter_partition_reassignments.handle, 0, 0),
+    K.LIST_PARTITION_REASSIGNMENTS: Handler(list_partition_reassignments.handle, 0, 0),
 }
 
 

@@ -13,6 +13,12 @@ Flow (Kafka's ReplicaManager.fetchMessages):
    (or a watched partition went away), or when `max_wait_ms` expires, and then reads
    again.
 
+Isolation (v4+): read_uncommitted reads up to the high watermark; read_committed
+(`isolation_level=1`) up to the last stable offset and gets `aborted_transactions`
+(producer id, first offset) for the returned range (storage/txn_index.py); both get
+`last_stable_offset`.  A parked read_committed fetch counts appended bytes only once
+the LSO moved past where it was when it parked (COMMIT/ABORT markers wake it).
+
 Record data is never copied for v4+: a partition's `records` is a list of FileSlices
 sent with sendfile by the connection. v0-v3 fetchers read magic 0/1 message sets: the
 slices are read and down-converted (storage/convert.py: v0-v1 magic 0, v2-v3 magic 1;
@@ -52,7 +58,8 @@ def _requested_partitions(broker, req, version) -> tuple[list[CachedPartition], 
         for p in t["partitions"]:
             requested.append(CachedPartition(
                 name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
-                p.get("log_start_offset", -1), p.get("current_leader_epoch", -1)))
+                p.get("log_start_offset", -1), p.get("current_leader_epoch", -1),
+                last_fetched_epoch=p.get("last_fetched_epoch", -1)))
     forgotten = []
     for t in req.get("forgotten_topics_data") or ():
         name = broker.topic_name_for_id(t["topic_id"]) if version >= 13 else t["topic"]
@@ -104,7 +111,7 @@ class FetchPlan:
             size = _records_size(data["records"])
             total += size
             budget = max(0, budget - size)
-            any_error = any_error or data["error_code"] != 0
+            any_error = any_error or data["error_code"] != 0 or "diverging_epoch" in data
             out.append((cp, data))
         return out, total, any_error
 
@@ -118,6 +125,13 @@ class FetchPlan:
         if p is None:
             data["error_code"] = broker.partition_error(cp.topic, cp.partition)
             return data
+        replica = self.replica_id
+        if replica >= 0:
+            # a follower's fetch (workers/replication.py): only from an assigned replica
+            code = p.check_follower(replica)
+            if code:
+                data["error_code"] = code
+                return data
         data["high_watermark"] = p.high_watermark
         data["last_stable_offset"] = p.last_stable_offset
         data["log_start_offset"] = p.log_start_offset
@@ -129,18 +143,39 @@ class FetchPlan:
             data["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             return data
         limit = min(cp.max_bytes, budget)
+        if replica >= 0:
+            try:
+                div = p.diverging_epoch(cp.last_fetched_epoch, cp.fetch_offset) \
+                    if cp.last_fetched_epoch >= 0 else None
+            except serr.StorageError as e:
+                data["error_code"] = e.code
+                return data
+            if div is not None:     # the follower truncates to it, then fetches again
+                data["diverging_epoch"] = {"epoch": div[0], "end_offset": div[1]}
+                return data
+            if p.log_start_offset <= cp.fetch_offset <= p.log_end_offset:
+                p.follower_fetch(replica, cp.fetch_offset, broker.clock())
+                data["high_watermark"] = p.high_watermark
+                data["last_stable_offset"] = p.last_stable_offset
         if limit <= 0 and not min_one:
             data["records"] = []
             return data
         try:
-            info = p.read(cp.fetch_offset, max(limit, 0), self.isolation_level,
-                          min_one_batch=min_one)
+            if replica >= 0:      # followers read up to the log end, not the HW
+                info = p.read_for_follower(cp.fetch_offset, max(limit, 0), min_one_batch=min_one)
+            else:
+                info = p.read(cp.fetch_offset, max(limit, 0), self.isolation_level,
+                              min_one_batch=min_one)
             if self.to_magic is not None and info.slices:
                 # v0-v3: no sendfile; read, down-convert, send the bytes (v4+ untouched)
                 data["records"] = [convert.down_convert(
                     _read_slices(info.slices), self.to_magic, cp.fetch_offset, max(limit, 1))]
             else:
                 data["records"] = info.slices
+            if self.isolation_level == 1 and info.slices:
+                # read_committed: the aborted transactions in the returned range
+                data["aborted_transactions"] = p.aborted_transactions(cp.fetch_offset,
+                                                                      info.next_offset)
         except serr.StorageError as e:
             data["error_code"] = e.code
             data["records"] = b""  # empty, never null: librdkafka rejects size -1 here
@@ -182,9 +217,18 @@ class DelayedFetch(DelayedOperation):
         self.future = future
         broker = plan.broker
         self.start_bytes = {}
+        # read_committed: only data below the LSO counts, so bytes appended count once
+        # the LSO moved (a COMMIT/ABORT marker, or non-transactional data with no open
+        # transaction), not while a transaction is open.
+        self.committed = plan.isolation_level == 1
+        self.start_lso = {}
+        # followers wait for appended bytes, consumers for committed ones (the HW moved)
+        self.counter = "bytes_appended" if plan.replica_id >= 0 else "bytes_committed"
         for cp in plan.fctx.partitions:
             p = broker.partition(cp.topic, cp.partition)
-            self.start_bytes[(cp.topic, cp.partition)] = p.bytes_appended if p else 0
+            self.start_bytes[(cp.topic, cp.partition)] = getattr(p, self.counter) if p else 0
+            if self.committed:
+                self.start_lso[(cp.topic, cp.partition)] = p.last_stable_offset if p else -1
 
     def try_complete(self) -> bool:
         broker = self.plan.broker
@@ -193,7 +237,9 @@ class DelayedFetch(DelayedOperation):
             p = broker.partition(*key)
             if p is None or p.closed:
                 return self.force_complete()
-            accumulated += p.bytes_appended - start
+            if self.committed and p.last_stable_offset <= self.start_lso[key]:
+                continue
+            accumulated += getattr(p, self.counter) - start
         if accumulated >= self.plan.min_bytes:
             return self.force_complete()
         return False

@@ -1,9 +1,10 @@
 """FindCoordinator (key 10), v0-v6. Key type 0 is a consumer group, 1 a transactional id.
 
 The group coordinator is the leader of `__consumer_offsets` partition
-abs(javaStringHashCode(group)) % partitions; the topic is created on first use, as Kafka
-does. Transaction coordinators belong to the exactly-once issue: until then key type 1
-answers COORDINATOR_NOT_AVAILABLE. v4+ batches keys (KIP-699)."""
+abs(javaStringHashCode(group)) % partitions; the transaction coordinator of a
+transactional id the leader of `__transaction_state` partition
+abs(javaStringHashCode(id)) % transaction.state.log.num.partitions (workers/txn/). Each
+topic is created on first use, as Kafka does. v4+ batches keys (KIP-699)."""
 from mpbroker.protocol.errors import ErrorCode
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -22,9 +23,13 @@ def locate(broker, key: str, key_type: int) -> dict:
         txn = getattr(broker, "transactions", None)
         if txn is None:
             out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            out["error_message"] = "Transactions are not supported by this broker yet"
+            out["error_message"] = "The transaction coordinator is not running"
             return out
         topic_name = TXN_TOPIC
+        if not key:
+            out["error_code"] = ErrorCode.INVALID_REQUEST
+            out["error_message"] = "Transactional id must be a non-empty string"
+            return out
     else:
         out["error_code"] = ErrorCode.INVALID_REQUEST
         out["error_message"] = f"Unknown coordinator key type {key_type}"

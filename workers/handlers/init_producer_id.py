@@ -3,9 +3,10 @@
 A new producer gets a fresh id (from blocks the controller hands out, so ids never
 repeat across restarts) and epoch 0. v3+ may send its current id and epoch to bump the
 epoch after an error (KIP-360): the same id comes back with epoch + 1, or a new id when
-the epoch would overflow. Transactional ids belong to the transaction coordinator
-(exactly-once issue) and are refused here with COORDINATOR_NOT_AVAILABLE... unless the
-transaction coordinator is present."""
+the epoch would overflow. A request naming a transactional id is routed to the worker
+coordinating it and answered by its transaction coordinator
+(`broker.transactions.init_producer_id`, workers/txn/service.py: epoch bump, fencing of
+an ongoing transaction, producer id rotation, KIP-360 checks)."""
 from mpbroker.protocol.errors import ErrorCode
 
 MAX_EPOCH = 32767

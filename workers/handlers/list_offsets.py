@@ -1,8 +1,8 @@
 """ListOffsets (key 2), v0-v10.
 
 Special timestamps: -1 latest (high watermark, or the last stable offset for
-read_committed), -2 earliest (log start offset), -3 the offset of the max timestamp
-(v7+), -4 earliest local (= earliest: no tiered storage), -5 latest tiered (v9+: no
+read_committed; the log end offset for a replica_id other than -1, as Kafka), -2
+earliest (log start offset), -3 the offset of the max timestamp (v7+), -4 earliest local (= earliest: no tiered storage), -5 latest tiered (v9+: no
 tiered storage, so -1/-1). Any other timestamp: the first offset whose timestamp is
 >= it, or -1/-1 when there is none. v0 answers `old_style_offsets` (at most
 `max_num_offsets` of them: the chosen offset).
@@ -16,7 +16,10 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4,
 def lookup(p, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) for one partition."""
     if timestamp == LATEST:
-        off = p.high_watermark if isolation_level == 0 else p.last_stable_offset
+        if isolation_level < 0:     # a replica (or debug) asks: the log end offset
+            off = p.log_end_offset
+        else:
+            off = p.high_watermark if isolation_level == 0 else p.last_stable_offset
         return -1, off, p.leader_epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         off = p.log_start_offset
@@ -30,7 +33,7 @@ def lookup(p, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
     if found is None:
         return -1, -1, -1
     off, ts = found
-    if off >= p.high_watermark:
+    if off >= (p.high_watermark if isolation_level == 0 else p.last_stable_offset):
         return -1, -1, -1
     return ts, off, p.epoch_for_offset(off)
 
@@ -38,6 +41,8 @@ def lookup(p, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
 def handle(broker, ctx, req):
     version = ctx.api_version
     isolation = req.get("isolation_level", 0)
+    if req.get("replica_id", -1) != -1:
+        isolation = -1              # followers see up to the log end (Kafka: no isolation)
     topics = []
     for t in req["topics"]:
         parts = []

@@ -11,14 +11,26 @@ Record formats (storage/convert.py): v0-v2 may carry magic 0/1 message sets, con
 to one v2 batch; v3-v6 may not use zstd; a topic compression.type other than
 `producer` recompresses. Compacted topics answer INVALID_RECORD with one record error
 per keyless record (v8+ `record_errors`).
+
+Transactional batches (attribute bit 4): a request carrying one without a
+`transactional_id` gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition
+(Kafka's check).  With `transaction.partition.verification.enable` (default true) and
+`broker.txn_verifier` set (the transaction coordinator's KIP-890 check,
+workers/txn/service.py), each transactional partition is verified first:
+`txn_verifier(transactional_id, producer_id, producer_epoch, topic, partition)` returns
+an error code or an awaitable of one; a non-zero code refuses that partition, and the
+appends wait for all answers.  The first transactional batch of a producer opens its
+transaction on the partition (storage/producer_state.py).
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 
 from mpbroker.protocol.errors import ErrorCode
 from storage import convert
 from storage import errors as serr
+from storage.batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK, RecordBatch, batch_magic
 
 from workers.purgatory import DelayedOperation
 
@@ -32,8 +44,10 @@ def _partition_result(index, error_code, base_offset=-1, log_append_time_ms=-1,
             "record_errors": list(record_errors), "error_message": error_message}
 
 
-def append_one(broker, topic: str, index: int, records, version: int, transactional_id):
-    """Append to one partition we own; returns (result dict, partition or None, last offset)."""
+def append_one(broker, topic: str, index: int, records, version: int, transactional_id,
+               acks: int = 1):
+    """Append to one partition we own; returns (result dict, partition or None, last offset).
+    acks=-1 needs an ISR of at least min.insync.replicas (else NOT_ENOUGH_REPLICAS)."""
     p = broker.partition(topic, index)
     if p is None:
         return _partition_result(index, broker.partition_error(topic, index)), None, -1
@@ -43,6 +57,10 @@ def append_one(broker, topic: str, index: int, records, version: int, transactio
     if records is None or len(records) == 0:
         return _partition_result(index, ErrorCode.INVALID_RECORD,
                                  error_message="Produce request carries no records"), None, -1
+    if acks == -1 and p.not_enough_replicas():
+        return _partition_result(index, ErrorCode.NOT_ENOUGH_REPLICAS, error_message=(
+            f"The size of the current ISR {list(p.isr)} is insufficient to satisfy the "
+            f"min.isr requirement of {p.min_isr}")), None, -1
     try:
         # v0-v2 magic 0/1 sets are converted, batches recompressed to the topic's
         # compression.type; magic-2 batches of v7+ clients pass untouched (storage/convert.py)
@@ -59,7 +77,10 @@ def append_one(broker, topic: str, index: int, records, version: int, transactio
 
 
 class DelayedProduce(DelayedOperation):
-    """acks=-1: done when every partition's high watermark passed its last offset."""
+    """acks=-1: done when every partition's high watermark passed its last offset (or
+    the partition is no longer led here: NOT_LEADER_OR_FOLLOWER); a partition whose
+    maximal ISR shrank below min.insync.replicas meanwhile answers
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND, one that timed out REQUEST_TIMED_OUT."""
 
     def __init__(self, delay_ms: int, waiting: list, response: dict, future: asyncio.Future):
         super().__init__(delay_ms)
@@ -69,7 +90,7 @@ class DelayedProduce(DelayedOperation):
 
     def try_complete(self) -> bool:
         for p, last_offset, _ in self.waiting:
-            if p.high_watermark <= last_offset and not p.closed:
+            if p.high_watermark <= last_offset and not p.closed and p.is_leader:
                 return False
         return self.force_complete()
 
@@ -78,13 +99,69 @@ class DelayedProduce(DelayedOperation):
 
     def on_complete(self) -> None:
         for p, last_offset, result in self.waiting:
-            if p.high_watermark <= last_offset:
-                result["error_code"] = (ErrorCode.NOT_LEADER_OR_FOLLOWER if p.closed
-                                        else ErrorCode.REQUEST_TIMED_OUT)
+            if not p.is_leader or (p.closed and p.high_watermark <= last_offset):
+                result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif p.high_watermark <= last_offset:
+                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            elif p.replicated and len(p.maximal_isr) < p.min_isr:
+                result["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         if not self.future.done():
             self.future.set_result(self.response)
 
+def transactional_batch(records) -> tuple[int, int] | None:
+    """(producer id, producer epoch) when `records` start with a transactional v2 batch."""
+    try:
+        if records is None or len(records) < HEADER_SIZE or batch_magic(records) != MAGIC:
+            return None
+        h = RecordBatch(memoryview(records)[:HEADER_SIZE]).header()
+    except Exception:
+        return None         # unreadable framing: the append answers it
+    if not h.attributes & TRANSACTIONAL_MASK:
+        return None
+    return h.producer_id, h.producer_epoch
+
+
+def _txn_checks(broker, req) -> dict:
+    """{(topic, index): error code or awaitable} for transactional partitions."""
+    txn_id = req.get("transactional_id")
+    verifier = getattr(broker, "txn_verifier", None)
+    if verifier is not None and not broker.config.get("transaction.partition.verification.enable",
+                                                      True):
+        verifier = None
+    checks = {}
+    for topic_data in req["topic_data"]:
+        topic = topic_data["name"]
+        for pd in topic_data["partition_data"]:
+            tb = transactional_batch(pd.get("records"))
+            if tb is None:
+                continue
+            if txn_id is None:
+                # Kafka refuses the whole request (KafkaApis.handleProduceRequest)
+                return {(t["name"], q["index"]): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                        for t in req["topic_data"] for q in t["partition_data"]}
+            if verifier is not None and broker.partition(topic, pd["index"]) is not None:
+                checks[(topic, pd["index"])] = verifier(txn_id, tb[0], tb[1], topic, pd["index"])
+    return checks
+
+
 def handle(broker, ctx, req):
+    checks = _txn_checks(broker, req)
+    if not any(inspect.isawaitable(c) for c in checks.values()):
+        return _produce(broker, ctx, req, checks)
+
+    async def verified():
+        codes = {}
+        for key, c in checks.items():
+            try:
+                codes[key] = (await c) if inspect.isawaitable(c) else c
+            except Exception:
+                codes[key] = ErrorCode.UNKNOWN_SERVER_ERROR
+        result = _produce(broker, ctx, req, codes)
+        return (await result) if inspect.isawaitable(result) else result
+    return verified()
+
+
+def _produce(broker, ctx, req, codes: dict):
     version = ctx.api_version
     acks = req["acks"]
     txn_id = req.get("transactional_id")
@@ -97,8 +174,12 @@ def handle(broker, ctx, req):
             if acks not in (-1, 0, 1):
                 results.append(_partition_result(pd["index"], ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
+            refused = codes.get((topic, pd["index"]))
+            if refused:
+                results.append(_partition_result(pd["index"], refused))
+                continue
             result, p, last_offset = append_one(broker, topic, pd["index"], pd.get("records"),
-                                                 version, txn_id)
+                                                 version, txn_id, acks)
             results.append(result)
             if p is not None:
                 broker.fetch_purgatory.check_and_complete(p.key)

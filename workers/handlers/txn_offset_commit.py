@@ -1,0 +1,64 @@
+"""TxnOffsetCommit (key 28), v0-v4: offsets committed inside a transaction.
+
+Routed to the group's coordinator (like OffsetCommit). Partitions of unknown topics get
+UNKNOWN_TOPIC_OR_PARTITION. Before the group coordinator stores the offsets as pending
+transactional offsets (a transactional batch on `__consumer_offsets`, visible to
+OffsetFetch only after the COMMIT marker lands on that partition, dropped on ABORT),
+the transaction coordinator is asked (KIP-890 part 1, `broker.txn_verifier`, unless
+`transaction.partition.verification.enable` is false) whether
+AddOffsetsToTxn put that partition in the producer's ongoing transaction at this epoch:
+otherwise INVALID_TXN_STATE / PRODUCER_FENCED / INVALID_PRODUCER_EPOCH for every
+partition, and retriable coordinator states COORDINATOR_LOAD_IN_PROGRESS."""
+import inspect
+
+from mpbroker.protocol.errors import ErrorCode
+from workers.handlers._groups import call, coordinator
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def _all(topics, code_of) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"],
+             "error_code": code_of(t["name"], p["partition_index"])}
+            for p in t["partitions"]]} for t in topics]}
+
+
+def _unknown(broker, name: str, index: int) -> bool:
+    t = broker.metadata.topics.get(name)
+    return t is None or index not in t.partitions
+
+
+async def handle(broker, ctx, req):
+    topics = req.get("topics") or []
+    if not req.get("transactional_id") or req.get("producer_id", -1) < 0:
+        return _all(topics, lambda *_: ErrorCode.INVALID_REQUEST)
+    coord, err = coordinator(broker, req["group_id"])
+    if coord is None:
+        return _all(topics, lambda *_: err)
+    verifier = getattr(broker, "txn_verifier", None)
+    if verifier is not None and broker.config.get("transaction.partition.verification.enable",
+                                                  True):
+        code = verifier(req["transactional_id"], req["producer_id"], req["producer_epoch"],
+                        OFFSETS_TOPIC, broker.groups.partition_for(req["group_id"]))
+        if inspect.isawaitable(code):
+            code = await code
+        if code == ErrorCode.NOT_ENOUGH_REPLICAS:
+            code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if code:
+            return _all(topics, lambda *_: code)
+        coord, err = coordinator(broker, req["group_id"])
+        if coord is None:
+            return _all(topics, lambda *_: err)
+    known = []
+    for t in topics:
+        parts = [p for p in t["partitions"] if not _unknown(broker, t["name"], p["partition_index"])]
+        if parts:
+            known.append({**t, "partitions": parts})
+    result = call(coord.txn_offset_commit, {**req, "topics": known}, ctx.api_version)
+    if inspect.isawaitable(result):
+        result = await result
+    codes = {(t["name"], p["partition_index"]): p["error_code"]
+             for t in result.get("topics", []) for p in t["partitions"]}
+    return _all(topics, lambda t, p: codes.get((t, p), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

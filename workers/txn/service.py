@@ -1,0 +1,814 @@
+"""The transaction coordinator of one worker: `broker.transactions` (KIP-98, KIP-360, KIP-890 part 1).
+
+Ownership (ARCHITECTURE §1): the coordinator of transactional id T is the worker that
+owns partition `abs(javaStringHashCode(T)) % transaction.state.log.num.partitions` of
+the compacted internal topic `__transaction_state` on the broker that leads it. That
+worker keeps, per owned partition, a `TxnPartitionState`: the TransactionMetadata of
+every id hashing there (workers/txn/state.py), loaded by replaying the partition when
+the worker becomes its owner (`became_coordinator`; requests meanwhile answer
+COORDINATOR_LOAD_IN_PROGRESS) and dropped when it stops (`resigned_coordinator`; later
+requests answer NOT_COORDINATOR). The coordinator epoch is the partition's leader
+epoch; it goes into every WriteTxnMarkers the coordinator sends.
+
+Every state change is persisted first: one record (workers/txn/records.py: key
+transactional id, value TransactionLogValue v1) appended to the partition, committed
+when the high watermark covers it (DelayedProduce in the produce purgatory, so the same
+code waits for followers in cluster mode). Append failures map to Kafka's coordinator
+errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, UNKNOWN_SERVER_ERROR).
+
+EndTxn: PrepareCommit/PrepareAbort is written, the client is answered, then the
+markers go to every partition of the transaction (`MarkerSender`): partitions of this
+worker through `workers.handlers.write_txn_markers.apply_markers` in process, those of
+other workers of this broker as WriteTxnMarkers over the worker mesh (router.forward),
+those led by other brokers as WriteTxnMarkers requests on a broker connection
+(workers/txn/channel.py); retriable errors are retried with backoff while this worker
+is still the coordinator; then CompleteCommit/CompleteAbort is written. A coordinator
+that loads a partition resumes the markers of every transaction left in Prepare*.
+Deviation: an AddPartitionsToTxn/AddOffsetsToTxn/InitProducerId that arrives while the
+previous transaction's markers are still being written waits for them (at most
+COMPLETION_WAIT_MS) instead of answering CONCURRENT_TRANSACTIONS at once: the answer a
+retry would get, without the client's retry backoff.
+
+Timers (the worker's timing wheel, `LoopTimer.schedule`): every
+`transaction.abort.timed.out.transaction.cleanup.interval.ms` the Ongoing transactions
+older than their timeout are fenced (epoch bump) and aborted; every
+`transaction.remove.expired.transaction.cleanup.interval.ms` the ids idle (Empty or
+Complete*) longer than `transactional.id.expiration.ms` are removed (tombstone).
+
+KIP-890 part 1: `verify_partitions` answers AddPartitionsToTxn v4 verifyOnly; the
+produce path of the partition owner calls `broker.txn_verifier` (`TxnVerifier` below)
+for a transactional batch whose producer has no open transaction on that partition yet,
+which asks the coordinator (in process, over the mesh, or over a broker connection).
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+
+from mpbroker.protocol import api_keys as K
+from mpbroker.protocol.errors import ErrorCode as E
+from storage import errors as serr
+from storage.batch import BatchBuilder, iter_batches
+
+from workers.txn import records as rec
+from workers.txn.state import (
+    BY_NAME, COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, NAMES, NO_PRODUCER_EPOCH, ONGOING,
+    PREPARE_ABORT, PREPARE_COMMIT, PREPARE_EPOCH_FENCE, IllegalTransition, TransactionMetadata,
+    is_epoch_exhausted, partition_for)
+
+log = logging.getLogger(__name__)
+
+TXN_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+APPEND_TIMEOUT_MS = 30000
+DEFAULT_ABORT_INTERVAL_MS = 10000
+DEFAULT_REMOVE_INTERVAL_MS = 3600000
+MARKER_RETRY_MAX_MS = 1000
+COMPLETION_WAIT_MS = 200
+
+# Append errors -> what the coordinator answers (Kafka's TransactionStateManager).
+_APPEND_ERRORS = {
+    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
+    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
+    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
+    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+}
+# Marker errors that end the attempt for a partition (the others are retried).
+_MARKER_FATAL = (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED,
+                 E.INVALID_REQUEST, E.CORRUPT_MESSAGE)
+
+
+class TxnPartitionState:
+    """What one worker knows of one owned `__transaction_state` partition."""
+
+    def __init__(self, partition):
+        self.partition = partition
+        self.index = partition.index
+        self.coordinator_epoch = partition.leader_epoch
+        self.txns: dict[str, TransactionMetadata] = {}
+        self.loading = True
+        self.active = True
+
+
+class _Ctx:
+    """The request context of a request this worker sends itself (mesh forwards)."""
+
+    def __init__(self, api_key: int, version: int):
+        self.api_key = api_key
+        self.api_version = version
+        self.correlation_id = 0
+        self.client_id = "mpbroker-txn-coordinator"
+        self.client_host = ""
+        self.connection = None
+
+
+async def _value(x):
+    return await x if inspect.isawaitable(x) else x
+
+
+class TransactionService:
+    def __init__(self, broker):
+        self.broker = broker
+        self.states: dict[int, TxnPartitionState] = {}
+        self.markers = MarkerSender(broker)
+        self._tasks: set[asyncio.Task] = set()
+        self._completing: dict[TransactionMetadata, asyncio.Future] = {}
+        self._timers = []
+        self._closed = False
+        cfg = broker.config
+        self.max_timeout_ms = int(cfg.get("transaction.max.timeout.ms", 900000))
+        self.id_expiration_ms = int(cfg.get("transactional.id.expiration.ms", 604800000))
+        self.abort_interval_ms = int(cfg.get(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            DEFAULT_ABORT_INTERVAL_MS) or DEFAULT_ABORT_INTERVAL_MS)
+        self.remove_interval_ms = int(cfg.get(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            DEFAULT_REMOVE_INTERVAL_MS) or DEFAULT_REMOVE_INTERVAL_MS)
+        self._arm(self.abort_interval_ms, self.abort_timed_out_transactions)
+        self._arm(self.remove_interval_ms, self.remove_expired_transactional_ids)
+
+    # ------------------------------------------------------------ plumbing
+    @property
+    def num_partitions(self) -> int:
+        md = self.broker.metadata
+        t = md.topics.get(TXN_TOPIC) if md is not None else None
+        if t is not None and t.partitions:
+            return len(t.partitions)
+        return int(self.broker.config["transaction.state.log.num.partitions"])
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    def _arm(self, interval_ms: int, fn) -> None:
+        lt = self.broker.loop_timer
+        if lt is None or self._closed:
+            return
+
+        def fire():
+            if self._closed:
+                return
+            try:
+                fn()
+            except Exception:
+                log.exception("transaction coordinator timer %s", fn.__name__)
+            self._arm(interval_ms, fn)
+        self._timers.append(lt.schedule(max(1, interval_ms), fire))
+        if len(self._timers) > 8:
+            self._timers = self._timers[-4:]
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+
+        def done(t):
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("transaction coordinator task failed", exc_info=t.exception())
+        task.add_done_callback(done)
+
+    def _now(self) -> int:
+        return self.broker.clock()
+
+    def lookup(self, transactional_id: str):
+        """(TxnPartitionState, error code) for the id's partition on this worker."""
+        md = self.broker.metadata
+        if md is None or TXN_TOPIC not in md.topics:
+            return None, E.COORDINATOR_NOT_AVAILABLE
+        ps = self.states.get(self.partition_for(transactional_id))
+        if ps is None or not ps.active:
+            return None, E.NOT_COORDINATOR
+        if ps.loading:
+            return None, E.COORDINATOR_LOAD_IN_PROGRESS
+        return ps, E.NONE
+
+    def _current(self, ps: TxnPartitionState) -> bool:
+        return ps.active and self.states.get(ps.index) is ps and not ps.partition.closed
+
+    # ------------------------------------------------------------ life cycle
+    def became_coordinator(self, partition) -> None:
+        old = self.states.pop(partition.index, None)
+        if old is not None:
+            old.active = False
+        ps = TxnPartitionState(partition)
+        self.states[partition.index] = ps
+        try:
+            self._load(ps)
+        except Exception:
+            log.exception("loading transaction state of %s-%d", TXN_TOPIC, partition.index)
+        ps.loading = False
+        # Transactions left half-way: finish what the previous coordinator decided.
+        for meta in ps.txns.values():
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                self._spawn(self._complete_transaction(ps, meta, meta.state == PREPARE_COMMIT))
+
+    def resigned_coordinator(self, partition) -> None:
+        ps = self.states.pop(partition.index, None)
+        if ps is not None:
+            ps.active = False
+            ps.txns.clear()
+
+    def shutdown(self) -> None:
+        self._closed = True
+        for t in self._timers:
+            try:
+                t.cancel()
+            except Exception:
+                pass
+        for task in list(self._tasks):
+            task.cancel()
+        for ps in self.states.values():
+            ps.active = False
+        self.states.clear()
+        self.markers.close()
+
+    def _load(self, ps: TxnPartitionState) -> None:
+        lg = ps.partition.log
+        offset, end = lg.log_start_offset, lg.log_end_offset
+        txns = ps.txns
+        while offset < end:
+            data = lg.read_records_bytes(offset, LOAD_CHUNK_BYTES)
+            if not data:
+                break
+            last = offset - 1
+            for batch in iter_batches(memoryview(data), allow_partial_tail=True):
+                last = batch.last_offset
+                if batch.is_control:
+                    continue
+                for r in batch.records():
+                    if r.key is None:
+                        continue
+                    try:
+                        tid = rec.decode_key(r.key)
+                        if r.value is None:
+                            txns.pop(tid, None)
+                            continue
+                        v = rec.decode_value(r.value)
+                    except rec.RecordFormatError as e:
+                        log.warning("%s-%d offset %d: skipping bad record: %s",
+                                    TXN_TOPIC, ps.index, r.offset, e)
+                        continue
+                    if v.state == DEAD:
+                        txns.pop(tid, None)
+                    else:
+                        txns[tid] = TransactionMetadata.from_value(tid, v)
+            if last < offset:
+                break
+            offset = last + 1
+
+    # ------------------------------------------------------------ the log
+    async def _write(self, ps: TxnPartitionState, meta: TransactionMetadata, transit) -> int:
+        """Persist `transit` (None: a tombstone) for `meta`; 0 once committed."""
+        if not self._current(ps):
+            return E.NOT_COORDINATOR
+        if ps.coordinator_epoch != ps.partition.leader_epoch:
+            return E.NOT_COORDINATOR
+        value = None if transit is None else rec.encode_value(transit.to_value())
+        data = BatchBuilder(clock=self._now).append(rec.encode_key(meta.transactional_id),
+                                                    value).build()
+        p = ps.partition
+        try:
+            info = p.append(memoryview(bytearray(data)))
+        except serr.StorageError as e:
+            log.warning("appending to %s-%d failed: %s", TXN_TOPIC, ps.index, e)
+            return _APPEND_ERRORS.get(e.code, E.UNKNOWN_SERVER_ERROR)
+        self.broker.fetch_purgatory.check_and_complete(p.key)
+        if p.high_watermark <= info.last_offset:
+            from workers.handlers.produce import DelayedProduce
+            result = {"error_code": 0}
+            fut = asyncio.get_running_loop().create_future()
+            op = DelayedProduce(APPEND_TIMEOUT_MS, [(p, info.last_offset, result)], result, fut)
+            self.broker.produce_purgatory.try_complete_else_watch(op, [p.key])
+            await fut
+            if result["error_code"]:
+                return _APPEND_ERRORS.get(result["error_code"], E.UNKNOWN_SERVER_ERROR)
+        if not self._current(ps):
+            return E.NOT_COORDINATOR
+        return E.NONE
+
+    async def _transition(self, ps, meta, transit) -> int:
+        code = await self._write(ps, meta, transit)
+        if code:
+            meta.abort_pending()
+        else:
+            meta.complete(transit)
+        return code
+
+    # ------------------------------------------------------------ InitProducerId
+    async def init_producer_id(self, ctx, req) -> dict:
+        resp = {"throttle_time_ms": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
+        code, pid, epoch = await self._init_producer_id(ctx.api_version, req)
+        resp["error_code"] = code
+        if not code:
+            resp["producer_id"], resp["producer_epoch"] = pid, epoch
+        return resp
+
+    async def _init_producer_id(self, version: int, req) -> tuple[int, int, int]:
+        tid = req["transactional_id"]
+        if tid == "":
+            return E.INVALID_REQUEST, -1, -1
+        timeout = req.get("transaction_timeout_ms", 0)
+        if timeout <= 0 or timeout > self.max_timeout_ms:
+            return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
+        expected = None
+        if version >= 3 and req.get("producer_id", -1) != -1:
+            expected = (req["producer_id"], req.get("producer_epoch", -1))
+        ps, code = self.lookup(tid)
+        if code:
+            return code, -1, -1
+        meta = ps.txns.get(tid)
+        if meta is None:
+            new_pid = await self.broker.next_producer_id()
+            ps, code = self.lookup(tid)
+            if code:
+                return code, -1, -1
+            meta = ps.txns.get(tid)
+            if meta is None:
+                meta = TransactionMetadata(tid, new_pid, NO_PRODUCER_EPOCH, timeout, EMPTY,
+                                           last_update_ms=self._now())
+                ps.txns[tid] = meta
+        if expected is not None and not _valid_producer_id(meta, expected):
+            return E.PRODUCER_FENCED, -1, -1
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and await self._await_completion(meta):
+            return await self._init_producer_id(version, req)
+        if meta.pending or meta.state in (PREPARE_COMMIT, PREPARE_ABORT, DEAD,
+                                          PREPARE_EPOCH_FENCE):
+            return E.CONCURRENT_TRANSACTIONS, -1, -1
+        if meta.state == ONGOING:
+            # Fence the current producer: bump the epoch and abort what it left open; the
+            # client retries (CONCURRENT_TRANSACTIONS) and then gets a second bump.
+            meta.fence_epoch()
+            code = await self._end_transaction(ps, meta, meta.producer_id, meta.producer_epoch,
+                                               False, from_client=False)
+            return (code or E.CONCURRENT_TRANSACTIONS), -1, -1
+        now = self._now()
+        if is_epoch_exhausted(meta.producer_epoch) and (
+                expected is None or expected[1] == meta.producer_epoch):
+            new_pid = await self.broker.next_producer_id()
+            if ps.txns.get(tid) is not meta or not self._current(ps):
+                return E.NOT_COORDINATOR, -1, -1
+            if meta.pending or meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
+                return E.CONCURRENT_TRANSACTIONS, -1, -1
+            transit = meta.prepare_rotation(new_pid, timeout, now, expected is not None)
+        else:
+            code, transit = meta.prepare_increment_epoch(
+                timeout, expected[1] if expected is not None else None, now)
+            if code:
+                return code, -1, -1
+        code = await self._transition(ps, meta, transit)
+        if code:
+            return code, -1, -1
+        return E.NONE, meta.producer_id, meta.producer_epoch
+
+    # ------------------------------------------------------------ AddPartitionsToTxn
+    def _check_producer(self, meta, producer_id: int, producer_epoch: int) -> int:
+        if meta is None or meta.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != producer_epoch:
+            return E.PRODUCER_FENCED
+        return E.NONE
+
+    async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]]) -> int:
+        """The client path (v0-v3, and v4+ without verifyOnly): one error for all."""
+        if not tid:
+            return E.INVALID_REQUEST
+        ps, code = self.lookup(tid)
+        if code:
+            return code
+        meta = ps.txns.get(tid)
+        code = self._check_producer(meta, producer_id, producer_epoch)
+        if code:
+            return code
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and await self._await_completion(meta):
+            return await self.add_partitions(tid, producer_id, producer_epoch, partitions)
+        if meta.pending or meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return E.CONCURRENT_TRANSACTIONS
+        if meta.state == ONGOING and set(partitions) <= meta.partitions:
+            return E.NONE
+        try:
+            transit = meta.prepare_add_partitions(partitions, self._now())
+        except IllegalTransition:
+            return E.INVALID_TXN_STATE
+        return await self._transition(ps, meta, transit)
+
+    def verify_partitions(self, tid: str, producer_id: int, producer_epoch: int,
+                          partitions: list[tuple[str, int]]) -> dict:
+        """AddPartitionsToTxn v4 verifyOnly (KIP-890): {(topic, p): error code}."""
+        ps, code = self.lookup(tid) if tid else (None, E.INVALID_REQUEST)
+        if not code:
+            meta = ps.txns.get(tid)
+            code = self._check_producer(meta, producer_id, producer_epoch)
+            if not code and meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                code = E.CONCURRENT_TRANSACTIONS
+        if code:
+            return {tp: code for tp in partitions}
+        ongoing = meta.state == ONGOING
+        return {tp: E.NONE if ongoing and tp in meta.partitions else E.INVALID_TXN_STATE
+                for tp in partitions}
+
+    # ------------------------------------------------------------ AddOffsetsToTxn
+    async def add_offsets(self, tid: str, producer_id: int, producer_epoch: int,
+                          group_id: str) -> int:
+        if group_id is None or group_id == "":
+            return E.INVALID_GROUP_ID
+        if OFFSETS_TOPIC not in self.broker.metadata.topics:
+            await self.broker.controller.ensure_internal_topic(OFFSETS_TOPIC)
+        groups = self.broker.groups
+        if groups is None:
+            return E.COORDINATOR_NOT_AVAILABLE
+        return await self.add_partitions(tid, producer_id, producer_epoch,
+                                         [(OFFSETS_TOPIC, groups.partition_for(group_id))])
+
+    # ------------------------------------------------------------ EndTxn
+    async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+        if not tid:
+            return E.INVALID_REQUEST
+        ps, code = self.lookup(tid)
+        if code:
+            return code
+        meta = ps.txns.get(tid)
+        if meta is None:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        return await self._end_transaction(ps, meta, producer_id, producer_epoch, commit,
+                                           from_client=True)
+
+    async def _end_transaction(self, ps, meta, producer_id, producer_epoch, commit: bool,
+                               from_client: bool) -> int:
+        if meta.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if from_client and meta.producer_epoch != producer_epoch:
+            return E.PRODUCER_FENCED
+        fencing = meta.pending_state == PREPARE_EPOCH_FENCE
+        if meta.pending and not (fencing and not from_client):
+            return E.CONCURRENT_TRANSACTIONS
+        state = meta.state
+        if state == ONGOING:
+            try:
+                transit = meta.prepare_abort_or_commit(commit, self._now())
+            except IllegalTransition:
+                meta.abort_pending()
+                return E.INVALID_TXN_STATE
+        elif state == COMPLETE_COMMIT:
+            return E.NONE if commit else E.INVALID_TXN_STATE
+        elif state == COMPLETE_ABORT:
+            return E.INVALID_TXN_STATE if commit else E.NONE
+        elif state == PREPARE_COMMIT:
+            return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
+        elif state == PREPARE_ABORT:
+            return E.INVALID_TXN_STATE if commit else E.CONCURRENT_TRANSACTIONS
+        else:
+            return E.INVALID_TXN_STATE
+        code = await self._transition(ps, meta, transit)
+        if code:
+            return code
+        self._spawn(self._complete_transaction(ps, meta, commit))
+        return E.NONE
+
+    async def _await_completion(self, meta, wait_ms: int = COMPLETION_WAIT_MS) -> bool:
+        """Wait (bounded) for the markers + Complete* of `meta`'s decided transaction.
+        True when it completed in time (the caller re-runs its checks)."""
+        fut = self._completing.get(meta)
+        if fut is None:
+            return False
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), wait_ms / 1000)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def _complete_transaction(self, ps, meta, commit: bool) -> None:
+        if meta in self._completing:
+            return
+        fut = self._completing[meta] = asyncio.get_running_loop().create_future()
+        try:
+            await self._send_markers_and_complete(ps, meta, commit)
+        finally:
+            del self._completing[meta]
+            fut.set_result(None)
+
+    async def _send_markers_and_complete(self, ps, meta, commit: bool) -> None:
+        """Markers to every partition, then Complete* (retried while we coordinate)."""
+        pid, epoch = meta.producer_id, meta.producer_epoch
+        remaining = set(meta.partitions)
+        delay = 0.01
+        while remaining:
+            if not self._current(ps) or ps.txns.get(meta.transactional_id) is not meta:
+                return
+            results = await self.markers.write(pid, epoch, commit, ps.coordinator_epoch,
+                                               sorted(remaining))
+            for tp, code in results.items():
+                if code == E.NONE:
+                    remaining.discard(tp)
+                elif code in _MARKER_FATAL or (code == E.UNKNOWN_TOPIC_OR_PARTITION
+                                               and not self._partition_exists(*tp)):
+                    log.warning("transaction %s: marker for %s-%d failed (%s), giving up "
+                                "on that partition", meta.transactional_id, tp[0], tp[1], code)
+                    remaining.discard(tp)
+            if remaining:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MARKER_RETRY_MAX_MS / 1000)
+        delay = 0.01
+        while self._current(ps) and ps.txns.get(meta.transactional_id) is meta:
+            if meta.state not in (PREPARE_COMMIT, PREPARE_ABORT):
+                return
+            if meta.pending:
+                await asyncio.sleep(delay)
+                continue
+            transit = meta.prepare_complete(self._now())
+            code = await self._transition(ps, meta, transit)
+            if code in (E.NONE, E.NOT_COORDINATOR):
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MARKER_RETRY_MAX_MS / 1000)
+
+    def _partition_exists(self, topic: str, index: int) -> bool:
+        t = self.broker.metadata.topics.get(topic)
+        return t is not None and index in t.partitions
+
+    # ------------------------------------------------------------ timers
+    def abort_timed_out_transactions(self) -> int:
+        """Ongoing transactions past their timeout: fence the epoch, then abort."""
+        now = self._now()
+        n = 0
+        for ps in list(self.states.values()):
+            if ps.loading or not ps.active:
+                continue
+            for meta in list(ps.txns.values()):
+                if (meta.state == ONGOING and not meta.pending and meta.start_ms >= 0
+                        and meta.start_ms + meta.txn_timeout_ms < now):
+                    log.info("aborting transaction %s (producer %d epoch %d): timed out "
+                             "after %d ms", meta.transactional_id, meta.producer_id,
+                             meta.producer_epoch, now - meta.start_ms)
+                    meta.fence_epoch()
+                    self._spawn(self._end_transaction(ps, meta, meta.producer_id,
+                                                      meta.producer_epoch, False,
+                                                      from_client=False))
+                    n += 1
+        return n
+
+    def remove_expired_transactional_ids(self) -> int:
+        now = self._now()
+        n = 0
+        for ps in list(self.states.values()):
+            if ps.loading or not ps.active:
+                continue
+            for meta in list(ps.txns.values()):
+                if (meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and not meta.pending
+                        and meta.last_update_ms + self.id_expiration_ms <= now):
+                    self._spawn(self._expire(ps, meta))
+                    n += 1
+        return n
+
+    async def _expire(self, ps, meta) -> None:
+        try:
+            transit = meta.prepare_dead(self._now())
+        except IllegalTransition:
+            return
+        code = await self._write(ps, meta, None)
+        if code:
+            meta.abort_pending()
+            return
+        meta.complete(transit)
+        if ps.txns.get(meta.transactional_id) is meta:
+            del ps.txns[meta.transactional_id]
+
+    # ------------------------------------------------------------ admin
+    def describe(self, tid: str) -> dict:
+        out = {"error_code": 0, "transactional_id": tid, "transaction_state": "",
+               "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+               "producer_id": -1, "producer_epoch": -1, "topics": []}
+        ps, code = self.lookup(tid) if tid else (None, E.TRANSACTIONAL_ID_NOT_FOUND)
+        meta = ps.txns.get(tid) if ps is not None else None
+        if not code and (meta is None or meta.state == DEAD):
+            code = E.TRANSACTIONAL_ID_NOT_FOUND
+        if code:
+            out["error_code"] = code
+            return out
+        out.update(transaction_state=NAMES[meta.state],
+                   transaction_timeout_ms=meta.txn_timeout_ms,
+                   transaction_start_time_ms=meta.start_ms, producer_id=meta.producer_id,
+                   producer_epoch=meta.producer_epoch,
+                   topics=[{"topic": t, "partitions": ps_}
+                           for t, ps_ in meta.topic_partitions().items()])
+        return out
+
+    def list_transactions(self, state_filters, pid_filters, duration_ms: int) -> dict:
+        states = set()
+        unknown = []
+        for s in state_filters or ():
+            if s in BY_NAME:
+                states.add(BY_NAME[s])
+            else:
+                unknown.append(s)
+        pids = set(pid_filters or ())
+        now = self._now()
+        error = E.NONE
+        out = []
+        for ps in self.states.values():
+            if ps.loading:
+                error = E.COORDINATOR_LOAD_IN_PROGRESS
+                continue
+            for meta in ps.txns.values():
+                if meta.state == DEAD:
+                    continue
+                if state_filters and meta.state not in states:
+                    continue
+                if pids and meta.producer_id not in pids:
+                    continue
+                if duration_ms >= 0 and (meta.start_ms < 0 or now - meta.start_ms < duration_ms):
+                    continue
+                out.append({"transactional_id": meta.transactional_id,
+                            "producer_id": meta.producer_id,
+                            "transaction_state": NAMES[meta.state]})
+        return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
+                "transaction_states": out}
+
+
+def _valid_producer_id(meta: TransactionMetadata, expected: tuple[int, int]) -> bool:
+    """KIP-360: a producer that sends its id and epoch is fenced unless the metadata is
+    brand new, the id is the current one, or it is the previous one with an exhausted
+    epoch (a retry of the rotation whose answer was lost)."""
+    pid, epoch = expected
+    return (meta.producer_epoch == NO_PRODUCER_EPOCH or pid == meta.producer_id
+            or (pid == meta.last_producer_id and is_epoch_exhausted(epoch)))
+
+
+# ================================================================ markers
+class MarkerSender:
+    """Writes COMMIT/ABORT markers to partitions wherever they live (see module doc)."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.channels = None
+
+    def close(self) -> None:
+        if self.channels is not None:
+            self.channels.close()
+
+    async def write(self, producer_id: int, producer_epoch: int, commit: bool,
+                    coordinator_epoch: int, partitions: list) -> dict:
+        """{(topic, p): error code} for every partition given."""
+        broker = self.broker
+        md = broker.metadata
+        router = broker.router
+        local, by_worker, by_broker, out = [], {}, {}, {}
+        for t, p in partitions:
+            topic = md.topics.get(t)
+            if topic is None or p not in topic.partitions:
+                out[(t, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            leader = topic.partitions[p].leader
+            if leader != broker.broker_id:
+                by_broker.setdefault(leader, []).append((t, p))
+                continue
+            w = router.owner(t, p) if router is not None and router.active else broker.worker_id
+            if w == broker.worker_id:
+                local.append((t, p))
+            else:
+                by_worker.setdefault(w, []).append((t, p))
+
+        def request(tps):
+            topics: dict[str, list[int]] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append(p)
+            return {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
+                                 "transaction_result": commit,
+                                 "topics": [{"name": t, "partition_indexes": ps}
+                                            for t, ps in topics.items()],
+                                 "coordinator_epoch": coordinator_epoch}]}
+
+        waits = []
+        for w, tps in by_worker.items():
+            fut = router.forward(w, _Ctx(K.WRITE_TXN_MARKERS, 1), request(tps))
+            if fut is None:
+                local.extend(tps)
+            else:
+                waits.append((fut, tps))
+        for b, tps in by_broker.items():      # concurrently, one request per broker
+            waits.append((asyncio.ensure_future(self._remote(b, request(tps))), tps))
+        if local:
+            try:
+                from workers.handlers.write_txn_markers import apply_markers
+                res = await _value(apply_markers(broker, request(local)["markers"]))
+                _collect(res, out, local)
+            except Exception:
+                log.exception("writing transaction markers locally")
+                for tp in local:
+                    out.setdefault(tp, E.UNKNOWN_SERVER_ERROR)
+        for fut, tps in waits:
+            try:
+                _collect(await fut, out, tps)
+            except Exception as e:
+                log.info("writing transaction markers to %s failed: %s", tps, e)
+                for tp in tps:
+                    out.setdefault(tp, E.NOT_LEADER_OR_FOLLOWER)
+        for tp in partitions:
+            out.setdefault(tuple(tp), E.UNKNOWN_SERVER_ERROR)
+        return out
+
+    async def _remote(self, broker_id: int, body: dict):
+        return await self._remote_request(broker_id, K.WRITE_TXN_MARKERS, 1, body)
+
+    async def _remote_request(self, broker_id: int, api_key: int, version: int, body: dict):
+        """One request to another broker (workers/txn/channel.py) -> response body."""
+        if self.channels is None:
+            from workers.txn.channel import BrokerChannels
+            self.channels = BrokerChannels(self.broker)
+        return await self.channels.request(broker_id, api_key, version, body)
+
+
+def _collect(res, out: dict, tps) -> None:
+    """Per-partition codes from a WriteTxnMarkers response body (or its markers list)."""
+    markers = res.get("markers") if isinstance(res, dict) else res
+    for m in markers or ():
+        for t in m.get("topics") or ():
+            for p in t.get("partitions") or ():
+                out[(t["name"], p["partition_index"])] = p["error_code"]
+    for tp in tps:
+        out.setdefault(tuple(tp), E.UNKNOWN_SERVER_ERROR)
+
+
+# ================================================================ KIP-890 verification
+class TxnVerifier:
+    """`broker.txn_verifier`: may a transactional batch of (transactional_id, producer_id,
+    producer_epoch) go into (topic, partition)? Asks the coordinator whether the partition
+    was added to the producer's ongoing transaction (AddPartitionsToTxn v4 verifyOnly),
+    unless the partition already has an open transaction of that producer and epoch
+    (then it was verified when that transaction's first batch came). Returns a Produce
+    error code, or an awaitable of one: the coordinator's retriable answers become
+    NOT_ENOUGH_REPLICAS (retriable for every client, as Kafka 3.6+ does), an unknown
+    producer id mapping INVALID_TXN_STATE, a fenced epoch INVALID_PRODUCER_EPOCH (what
+    the partition's own producer-state check answers for an old epoch)."""
+
+    def __init__(self, broker):
+        self.broker = broker
+
+    def __call__(self, transactional_id, producer_id: int, producer_epoch: int,
+                 topic: str, partition: int):
+        broker = self.broker
+        p = broker.partition(topic, partition)
+        if p is not None:
+            entry = p.log.producer_state.last_entry(producer_id)
+            if (entry is not None and entry.producer_epoch == producer_epoch
+                    and entry.current_txn_first_offset is not None):
+                return E.NONE
+        if not transactional_id:
+            return E.INVALID_TXN_STATE
+        return self._ask(transactional_id, producer_id, producer_epoch, topic, partition)
+
+    async def _ask(self, tid, pid, epoch, topic, partition) -> int:
+        broker = self.broker
+        txn = broker.transactions
+        tp = (topic, partition)
+        if TXN_TOPIC not in broker.metadata.topics:
+            return E.INVALID_TXN_STATE
+        idx = txn.partition_for(tid)
+        leader = broker.metadata.topics[TXN_TOPIC].partitions[idx].leader
+        body = {"transactions": [{"transactional_id": tid, "producer_id": pid,
+                                  "producer_epoch": epoch, "verify_only": True,
+                                  "topics": [{"name": topic, "partitions": [partition]}]}]}
+        code = None
+        try:
+            if leader == broker.broker_id:
+                router = broker.router
+                w = (router.owner(TXN_TOPIC, idx) if router is not None and router.active
+                     else broker.worker_id)
+                if w == broker.worker_id:
+                    code = txn.verify_partitions(tid, pid, epoch, [tp])[tp]
+                else:
+                    fut = router.forward(w, _Ctx(K.ADD_PARTITIONS_TO_TXN, 4), body)
+                    if fut is None:
+                        code = E.NOT_COORDINATOR
+                    else:
+                        code = _verify_code(await fut, tp)
+            else:
+                code = _verify_code(await txn.markers._remote_request(
+                    leader, K.ADD_PARTITIONS_TO_TXN, 4, body), tp)
+        except Exception as e:
+            log.info("verifying %s with the transaction coordinator failed: %s", tp, e)
+            code = E.COORDINATOR_NOT_AVAILABLE
+        if code in (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
+                    E.NOT_COORDINATOR, E.CONCURRENT_TRANSACTIONS):
+            return E.NOT_ENOUGH_REPLICAS
+        if code == E.INVALID_PRODUCER_ID_MAPPING:
+            return E.INVALID_TXN_STATE
+        if code == E.PRODUCER_FENCED:
+            return E.INVALID_PRODUCER_EPOCH
+        return code
+
+
+def _verify_code(resp: dict, tp) -> int:
+    if resp.get("error_code"):
+        return resp["error_code"]
+    for r in resp.get("results_by_transaction") or ():
+        for t in r.get("topic_results") or ():
+            for p in t.get("results_by_partition") or ():
+                if (t["name"], p["partition_index"]) == tuple(tp):
+                    return p["partition_error_code"]
+    return E.UNKNOWN_SERVER_ERROR
