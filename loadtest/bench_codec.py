@@ -33,7 +33,11 @@ def bench(name, fn, seconds):
 
 
 def main():
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("seconds", nargs="?", type=float, default=1.0,
+                    help="seconds per case (default 1)")
+    seconds = ap.parse_args().seconds
     batch = os.urandom(16 * 1024)
     produce = codec.encode_request(0, 9, {
         "transactional_id": None, "acks": -1, "timeout_ms": 30000,

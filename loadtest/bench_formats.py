@@ -104,7 +104,11 @@ def bench_fn(name, fn, seconds):
 
 
 def main():
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("seconds", nargs="?", type=float, default=1.0,
+                    help="seconds per case (default 1)")
+    seconds = ap.parse_args().seconds
     print("convert module:", "present" if convert else "absent (baseline)")
     plain, lz4b, zstdb = v2_batch(), v2_batch(codecs.LZ4), v2_batch(codecs.ZSTD)
     bench("v2 none, compression.type=producer", plain, seconds)

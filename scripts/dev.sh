@@ -92,7 +92,7 @@ cmd_test() {
   local out rc=0 summary
   out="$(mktemp "${TMPDIR:-/tmp}/mpbroker-pytest.XXXXXX")"
   set +e
-  "$PY" -m pytest -p no:cacheprovider "$@" 2>&1 | tee "$out"
+  MPBROKER_REQUIRE_ALL=1 "$PY" -m pytest -p no:cacheprovider "$@" 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   set -e
   # the closing line: "=== 3 passed, 1 skipped in 9.1s ===" (or without the = with -q)

@@ -9,7 +9,29 @@ the broker's log then).
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Set by the test command (scripts/dev.sh test), which installs everything the suite
+# needs: there, a missing ZooKeeper or PySpark is a failure, not a skip. A developer's
+# partial environment (no ZooKeeper, no pyspark) still gets skips.
+REQUIRE_ALL = os.environ.get("MPBROKER_REQUIRE_ALL") == "1"
+
+
+def require(what: str, why: str | None) -> None:
+    """Skip (or, under the test command, fail) when `why` says a prerequisite is missing."""
+    if why:
+        if REQUIRE_ALL:
+            pytest.fail(f"{what} is required by the test command but missing: {why}", pytrace=False)
+        pytest.skip(f"no {what}: {why}", allow_module_level=True)
+
+
+def require_module(name: str):
+    try:
+        return __import__(name)
+    except ImportError as e:
+        require(name, str(e))
 
 
 def pytest_configure(config):

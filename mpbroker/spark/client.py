@@ -26,6 +26,7 @@ log = logging.getLogger("mpbroker.spark")
 METADATA_TIMEOUT_S = 30.0
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs
 CONSUME_CHUNK = 10_000
+MESSAGE_TIMEOUT_MS = 120_000  # a producer's message.timeout.ms unless the options set one
 
 DATA_LOSS_HINT = ("Some data may have been lost because they are not available in the broker any more; "
                   "either the data was aged out by retention or deleted (DeleteRecords), or the topic may "
@@ -71,7 +72,7 @@ def producer(conf: Mapping[str, str], **extra):
         "acks": "all",
         "linger.ms": 5,
         "partitioner": "murmur2_random",  # the Java client's partitioner for keyed records
-        "message.timeout.ms": 120000,
+        "message.timeout.ms": MESSAGE_TIMEOUT_MS,
     }
     # Consumer-only settings a reader's options may carry.
     base.update({k: v for k, v in conf.items() if k not in ("isolation.level",)})
@@ -284,14 +285,23 @@ def api_keys(bootstrap: str, timeout: float = 10.0) -> set[int]:
         s.sendall(struct.pack(">i", len(header)) + header)
         (size,) = struct.unpack(">i", _recv(s, 4))
         frame = _recv(s, size)
+    return parse_api_versions_v0(frame)
+
+
+def parse_api_versions_v0(frame: bytes) -> set[int]:
+    """The API keys in an ApiVersions v0 response (after the size prefix)."""
     _corr, err, n = struct.unpack_from(">ihi", frame, 0)
     if err:
         raise RuntimeError(f"ApiVersions answered error {err}")
     return {struct.unpack_from(">h", frame, 10 + 6 * i)[0] for i in range(n)}
 
 
+def has_transaction_apis(keys: set[int]) -> bool:
+    return set(TRANSACTION_API_KEYS) <= set(keys)
+
+
 def supports_transactions(bootstrap: str) -> bool:
-    return set(TRANSACTION_API_KEYS) <= api_keys(bootstrap)
+    return has_transaction_apis(api_keys(bootstrap))
 
 
 def _recv(s: socket.socket, n: int) -> bytes:

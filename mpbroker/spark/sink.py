@@ -21,18 +21,21 @@ unit, key `<query id>/<partition id>`, lives in a compacted marker topic
 InitProducerId, AddPartitionsToTxn, EndTxn and TxnOffsetCommit; `true`; `false`):
 
 * transactions: one transactional.id per unit (`mpbroker-spark-<query>-<partition>`),
-  so a restarted unit fences its zombie. The unit reads its marker (read_committed);
-  if it shows this batch id or a later one, the batch was written and nothing is
-  done. Otherwise the rows and a new marker are produced in one transaction and
+  so a restarted unit fences its zombie (the coordinator aborts the zombie's open
+  transaction). The unit reads its marker (read_committed, once the transactions open
+  on the marker partition are decided); if it shows this batch id or a later one, the
+  batch was written and nothing is done. Otherwise the rows and a new marker are produced in one transaction and
   committed together: both or neither become visible.
-* markers (no transactions on the broker): the unit reads its marker; `done` for this
+* markers (no transactions on the broker): the unit reads its marker (as above, so a
+  marker of an aborted transactional attempt never counts); `done` for this
   batch id (or a later one) means nothing to do. Otherwise, before the first record
   for a topic it records in a `pending` marker the high watermarks of that topic's
   partitions, and each record carries the header `mpbroker.spark.sink` =
   `<query>/<partition>/<batch>/<content digest>/<n>` (n counts equal records). After
   all rows are acknowledged it writes `done`. A unit that finds a `pending` marker
   for its own batch (the previous attempt died part-way) reads the topics from the
-  recorded watermarks, collects the ids it already wrote and writes only the rest.
+  recorded watermarks (read_uncommitted: its own records are not transactional),
+  collects the ids it already wrote and writes only the rest.
   Readers see the records of a batch as they are written (there is no atomic
   visibility without transactions), but none twice.
 """
@@ -42,6 +45,7 @@ import hashlib
 import itertools
 import json
 import logging
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
@@ -204,9 +208,10 @@ class MpbrokerBatchWriter(DataSourceWriter):
 class MarkerLog:
     """The per-unit markers in the marker topic: the latest value for a key wins."""
 
-    def __init__(self, conf: Mapping[str, str], topic: str):
+    def __init__(self, conf: Mapping[str, str], topic: str, stable_timeout_s: float = FLUSH_TIMEOUT_S):
         self.conf = dict(conf)
         self.topic = topic
+        self.stable_timeout_s = stable_timeout_s
         self._partitions: int | None = None
 
     def partition_for(self, key: str, probe) -> int:
@@ -217,16 +222,32 @@ class MarkerLog:
             self._partitions = len(parts)
         return zlib.crc32(key.encode()) % self._partitions
 
-    def latest(self, key: str, probe, read_committed: bool = False) -> dict | None:
-        """The newest marker for `key`, scanning the partition backwards in chunks
-        (the newest one is normally among the last few written)."""
+    def latest(self, key: str, probe, read_committed: bool = True) -> dict | None:
+        """The newest marker for `key` (`probe`: a read_uncommitted consumer, for the
+        high watermark).
+
+        read_committed (the default) leaves out markers of aborted transactions. A
+        marker is invisible to read_committed readers while a transaction that began
+        before it is open (another unit's, on the same marker partition), so this
+        first finds the newest record for `key` whatever its transaction's fate, waits
+        until the transactions open before it are decided (the last stable offset
+        passes it), then reads committed records up to it."""
         from confluent_kafka import TopicPartition as KTP
 
         part = self.partition_for(key, probe)
         low, high = probe.get_watermark_offsets(KTP(self.topic, part), timeout=client.METADATA_TIMEOUT_S,
                                                 cached=False)
-        conf = {**self.conf, "isolation.level": "read_committed" if read_committed else "read_uncommitted"}
-        end, chunk = high, MARKER_SCAN_CHUNK
+        newest = self._scan(key, part, low, high, "read_uncommitted")
+        if newest is not None and read_committed:
+            self._wait_stable(part, newest[0] + 1)
+            newest = self._scan(key, part, low, newest[0] + 1, "read_committed")
+        return json.loads(newest[1]) if newest is not None and newest[1] else None
+
+    def _scan(self, key: str, part: int, low: int, end: int, isolation: str) -> tuple[int, bytes] | None:
+        """(offset, value) of the last record for `key` before `end`, scanning the
+        partition backwards in chunks (the newest one is normally among the last few)."""
+        conf = {**self.conf, "isolation.level": isolation}
+        chunk = MARKER_SCAN_CHUNK
         want = key.encode()
         while end > low:
             start = max(low, end - chunk)
@@ -234,11 +255,33 @@ class MarkerLog:
             for msgs in client.read_range(conf, self.topic, part, start, end, fail_on_data_loss=False):
                 for m in msgs:
                     if m.key() == want:
-                        found = m.value()
+                        found = (m.offset(), m.value())
             if found is not None:
-                return json.loads(found) if found else None
+                return found
             end, chunk = start, chunk * 4
         return None
+
+    def _wait_stable(self, part: int, offset: int) -> None:
+        """Until the last stable offset of the marker partition is at least `offset`
+        (bounded: an open transaction ends by its commit, its abort, the fencing of its
+        transactional id or the coordinator's timeout)."""
+        from confluent_kafka import TopicPartition as KTP
+
+        c = client.consumer(self.conf, **{"isolation.level": "read_committed"})
+        try:
+            deadline = time.monotonic() + self.stable_timeout_s
+            while True:
+                lso = c.get_watermark_offsets(KTP(self.topic, part), timeout=client.METADATA_TIMEOUT_S,
+                                              cached=False)[1]
+                if lso >= offset:
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{self.topic}-{part}: a transaction open since offset {lso} was not decided in "
+                        f"{self.stable_timeout_s:.0f}s (waiting for the last stable offset to reach {offset})")
+                time.sleep(0.1)
+        finally:
+            c.close()
 
     def put(self, p, key: str, value: dict, probe, on_delivery) -> None:
         p.produce(self.topic, key=key.encode(), value=json.dumps(value).encode(),
@@ -246,6 +289,29 @@ class MarkerLog:
 
 
 # ---------------------------------------------------------------- streaming sink
+
+def choose_mechanism(guarantee: str, wanted: str, advertised, where: str = "the broker") -> str:
+    """The streaming sink's mechanism: `idempotent` (at-least-once), `transactions` or
+    `markers`. `advertised` is called (once, and only when the choice depends on it) for
+    the API keys the broker's ApiVersions answer lists."""
+    if guarantee not in ("exactly-once", "at-least-once"):
+        raise opt.OptionError("option 'sinkGuarantee' must be exactly-once or at-least-once")
+    if wanted not in ("auto", "true", "false"):
+        raise opt.OptionError("option 'sinkTransactions' must be auto, true or false")
+    if guarantee == "at-least-once":
+        return "idempotent"
+    if wanted == "false":
+        return "markers"
+    supported = client.has_transaction_apis(advertised())
+    if wanted == "auto":
+        return "transactions" if supported else "markers"
+    if not supported:
+        raise opt.OptionError(
+            f"sinkTransactions=true, but the broker at {where} does not support transactions (it must "
+            f"offer {', '.join(client.TRANSACTION_API_KEYS.values())}); use sinkTransactions=auto to fall "
+            "back to markers")
+    return "transactions"
+
 
 class MpbrokerStreamWriter(DataSourceStreamWriter):
     """Created on the driver (where the mechanism is chosen and the marker topic made)
@@ -256,27 +322,11 @@ class MpbrokerStreamWriter(DataSourceStreamWriter):
         self.default_topic = opt.get(options, "topic")
         check_schema(schema, self.default_topic)
         guarantee = (opt.get(options, "sinkGuarantee", "exactly-once") or "").lower()
-        if guarantee not in ("exactly-once", "at-least-once"):
-            raise opt.OptionError("option 'sinkGuarantee' must be exactly-once or at-least-once")
         self.marker_topic = opt.get(options, "sinkMarkerTopic", DEFAULT_MARKER_TOPIC)
         self.transaction_timeout_ms = opt.get_int(options, "sinkTransactionTimeoutMs", 60000, 1000)
         wanted = (opt.get(options, "sinkTransactions", "auto") or "").lower()
-        if wanted not in ("auto", "true", "false"):
-            raise opt.OptionError("option 'sinkTransactions' must be auto, true or false")
-        if guarantee == "at-least-once":
-            self.mechanism = "idempotent"
-        elif wanted == "auto":
-            self.mechanism = "transactions" if client.supports_transactions(self.conf["bootstrap.servers"]) \
-                else "markers"
-        elif wanted == "true":
-            if not client.supports_transactions(self.conf["bootstrap.servers"]):
-                raise opt.OptionError(
-                    f"sinkTransactions=true, but the broker at {self.conf['bootstrap.servers']} does not "
-                    f"support transactions (it must offer {', '.join(client.TRANSACTION_API_KEYS.values())}); "
-                    "use sinkTransactions=auto to fall back to markers")
-            self.mechanism = "transactions"
-        else:
-            self.mechanism = "markers"
+        bootstrap = self.conf["bootstrap.servers"]
+        self.mechanism = choose_mechanism(guarantee, wanted, lambda: client.api_keys(bootstrap), bootstrap)
         if self.mechanism != "idempotent":
             client.ensure_topic(self.conf, self.marker_topic, 1,
                                 {"cleanup.policy": "compact"})
@@ -303,6 +353,11 @@ class MpbrokerStreamWriter(DataSourceStreamWriter):
             return self._write_transactional(query_id, partition_id, batch_id, records)
         return self._write_with_markers(query_id, partition_id, batch_id, records)
 
+    def _stable_timeout_s(self) -> float:
+        # An open transaction of another unit is decided by its commit, by the fencing of
+        # a retry, or by the coordinator's timeout (checked every 10 s by default).
+        return max(FLUSH_TIMEOUT_S, self.transaction_timeout_ms / 1000 + 30)
+
     def commit(self, messages, batchId: int) -> None:
         done = [m for m in messages if m]
         log.info("micro-batch %d committed (%s): %d records written, %d skipped as already written", batchId,
@@ -326,11 +381,16 @@ class MpbrokerStreamWriter(DataSourceStreamWriter):
     def _write_transactional(self, query_id: str, partition_id: int, batch_id: int,
                              records: Iterator[Record]) -> SinkCommit:
         key = f"{query_id}/{partition_id}"
-        markers = MarkerLog(self.conf, self.marker_topic)
+        markers = MarkerLog(self.conf, self.marker_topic, self._stable_timeout_s())
+        # librdkafka refuses a transactional producer whose message.timeout.ms exceeds
+        # transaction.timeout.ms (a record may not outlive its transaction).
+        message_timeout_ms = min(int(self.conf.get("message.timeout.ms", client.MESSAGE_TIMEOUT_MS)),
+                                 self.transaction_timeout_ms)
         p = client.producer(self.conf, **{"transactional.id": f"mpbroker-spark-{query_id}-{partition_id}",
-                                          "transaction.timeout.ms": self.transaction_timeout_ms})
+                                          "transaction.timeout.ms": self.transaction_timeout_ms,
+                                          "message.timeout.ms": message_timeout_ms})
         p.init_transactions(client.METADATA_TIMEOUT_S)  # fences an older attempt of this unit
-        probe = client.consumer(self.conf)
+        probe = client.consumer(self.conf, **{"isolation.level": "read_uncommitted"})  # high watermarks
         try:
             last = markers.latest(key, probe, read_committed=True)
             if last is not None and last["batch"] == batch_id and last["state"] == "pending":
@@ -364,12 +424,12 @@ class MpbrokerStreamWriter(DataSourceStreamWriter):
                             records: Iterator[Record]) -> SinkCommit:
         key = f"{query_id}/{partition_id}"
         prefix = f"{key}/{batch_id}/"
-        markers = MarkerLog(self.conf, self.marker_topic)
-        probe = client.consumer(self.conf)
+        markers = MarkerLog(self.conf, self.marker_topic, self._stable_timeout_s())
+        probe = client.consumer(self.conf, **{"isolation.level": "read_uncommitted"})  # high watermarks
         p = client.producer(self.conf)
         delivery = _Delivery()
         try:
-            last = markers.latest(key, probe)
+            last = markers.latest(key, probe, read_committed=True)
             if last is not None and (last["batch"] > batch_id or
                                      (last["batch"] == batch_id and last["state"] == "done")):
                 return SinkCommit(partition_id, batch_id, skipped=sum(1 for _ in records), mechanism="markers")
@@ -424,7 +484,10 @@ class MpbrokerStreamWriter(DataSourceStreamWriter):
         found = set()
         now = self._high_watermarks(probe, topic)
         for part, end in now.items():
-            for msgs in client.read_range(self.conf, topic, part, since.get(part, 0), end, fail_on_data_loss=False):
+            # The sink's own records are not transactional: read_uncommitted sees all of
+            # them, also those after a transaction of another producer that is still open.
+            for msgs in client.read_range({**self.conf, "isolation.level": "read_uncommitted"}, topic, part,
+                                          since.get(part, 0), end, fail_on_data_loss=False):
                 for m in msgs:
                     for hk, hv in m.headers() or []:
                         if hk == SINK_HEADER and hv and hv.startswith(want):

@@ -13,6 +13,8 @@ import subprocess
 
 import pytest
 
+from tests.conftest import REQUIRE_ALL, require
+
 from tests.integration import broker as h
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
@@ -143,8 +145,8 @@ CONSUMERS = {"confluent": consume_confluent, "kafka-python": consume_kafka_pytho
 @pytest.mark.parametrize("producer_name", CLIENTS)
 def test_codec_across_clients(broker, make_topic, producer_name, codec):
     have_kcat = shutil.which("kcat") is not None
-    if producer_name == "kcat" and not have_kcat:
-        pytest.skip("kcat is not installed")
+    if producer_name == "kcat" or REQUIRE_ALL:
+        require("kcat", None if have_kcat else "kcat is not on PATH")
     topic = make_topic()
     recs = records()
     PRODUCERS[producer_name](broker.bootstrap, topic, codec, recs)

@@ -253,3 +253,17 @@ def test_unit_file_passes_systemd_analyze_verify(tmp_path):
     problems = [l for l in (proc.stdout + proc.stderr).splitlines()
                 if "mpbroker.service" in l or "Unknown" in l]
     assert proc.returncode == 0 and not problems, proc.stdout + proc.stderr
+
+
+def test_second_broker_on_a_taken_port_refuses_to_start(broker, tmp_path):
+    """SO_REUSEPORT must not let a second broker share a port another broker listens on
+    (the kernel would spread connections over both); it fails like Kafka's bind would."""
+    if broker.external:
+        pytest.skip("the port of an external broker is not ours to probe")
+    other = h.Broker(tmp_path / "second", name="second-broker", port=broker.port)
+    other.write_config()
+    proc = subprocess.run(other.command(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"cannot listen on 127.0.0.1:{broker.port}" in proc.stderr
+    assert "in use" in proc.stderr.lower()
+    assert broker.is_alive()

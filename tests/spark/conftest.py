@@ -8,7 +8,8 @@ points the tests at another Kafka-compatible broker instead). The SparkSession i
 Python workers get this interpreter (`PYSPARK_PYTHON`) and the repository on
 `PYTHONPATH` so that they import `mpbroker.spark`.
 
-The test modules skip themselves when pyspark is not importable.
+The test modules skip themselves when pyspark is not importable (and fail under the
+test command, which installs it: tests/conftest.py `require_module`).
 """
 from __future__ import annotations
 

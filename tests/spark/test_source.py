@@ -6,7 +6,9 @@ import time
 
 import pytest
 
-pytest.importorskip("pyspark")
+from tests.conftest import require_module
+
+require_module("pyspark")
 
 from tests.spark.util import delete_records, produce  # noqa: E402
 

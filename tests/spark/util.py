@@ -27,11 +27,12 @@ def produce(bootstrap: str, topic: str, records: list[dict]) -> list[tuple[int, 
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, expect: int | None = None,
-             timeout: float = 30.0) -> list:
-    """Every message of the topic, read with a plain confluent-kafka consumer."""
+             timeout: float = 30.0, isolation: str = "read_uncommitted") -> list:
+    """Every message of the topic, read with a plain confluent-kafka consumer
+    (`isolation`: its isolation.level; read_committed skips aborted and open transactions)."""
     from confluent_kafka import TopicPartition
 
-    c = harness.consumer(bootstrap)
+    c = harness.consumer(bootstrap, **{"isolation.level": isolation})
     ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
             for p in range(partitions)}
     want = sum(ends.values()) if expect is None else expect
