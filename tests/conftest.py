@@ -10,6 +10,7 @@ the broker's log then).
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -37,6 +38,17 @@ def require_module(name: str):
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running test (kept in the suite; deselect with -m 'not slow')")
     config.addinivalue_line("markers", "integration: starts a real broker process")
+
+
+def pytest_collection_finish(session):
+    # Importing locust (or anything that runs gevent's monkey.patch_all) while collecting
+    # makes every later test's threads and sockets greenlets: kazoo sessions, client
+    # threads and the harness then hang until the per-test timeout. Refuse to run.
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and (monkey.is_module_patched("socket") or monkey.is_module_patched("threading")):
+        raise pytest.UsageError("gevent monkey-patching happened while collecting tests (an import of "
+                                "locust?): run locust in a subprocess and only look it up with "
+                                "importlib.util.find_spec")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -557,12 +557,9 @@ class Router:
             return merge_partitions(req, spec, out)
         return gather()
 
-    # ---- groups
-    def _route_group(self, ctx, req, handle):
-        if ctx.api_key == K.OFFSET_FETCH and ctx.api_version >= 8:
-            return self._route_group_multi(ctx, req, handle)
-        gid = req.get("group_id")
-        w = self.group_owner(gid) if gid else self.me
+    # ---- coordinators (groups, transactions)
+    def _to_worker(self, w: int, ctx, req, handle):
+        """Run `req` on worker `w` (in place when that is us, or when `w` is gone)."""
         if w == self.me:
             return handle(self.broker, ctx, req)
         fut = self.forward(w, ctx, req)
@@ -576,9 +573,10 @@ class Router:
                 return await _value(handle(self.broker, ctx, req))
         return wait()
 
-    def _route_group_multi(self, ctx, req, handle):
-        spec = GROUP_MULTI[ctx.api_key]
-        parts = split_groups(req, spec, self.group_owner)
+    def _split_by_coordinator(self, ctx, req, handle, spec, owner):
+        """Batched coordinator requests (OffsetFetch v8+, AddPartitionsToTxn v4+): one
+        sub-request per owning worker, answers merged back in the request's order."""
+        parts = split_groups(req, spec, owner)
         if not parts or set(parts) == {self.me}:
             return handle(self.broker, ctx, req)
         results = {}
@@ -598,7 +596,20 @@ class Router:
             return merge_groups(req, spec, out)
         return gather()
 
-    # ---- transactions
+    def _route_group(self, ctx, req, handle):
+        if ctx.api_key == K.OFFSET_FETCH and ctx.api_version >= 8:
+            return self._route_group_multi(ctx, req, handle)
+        gid = req.get("group_id")
+        return self._to_worker(self.group_owner(gid) if gid else self.me, ctx, req, handle)
+
+    def _route_group_multi(self, ctx, req, handle):
+        return self._split_by_coordinator(ctx, req, handle, GROUP_MULTI[ctx.api_key],
+                                          self.group_owner)
+
+    def _route_txn_multi(self, ctx, req, handle):
+        return self._split_by_coordinator(ctx, req, handle, TXN_MULTI[ctx.api_key],
+                                          self.txn_owner)
+
     def _route_txn(self, ctx, req, handle):
         if ctx.api_key == K.ADD_PARTITIONS_TO_TXN:
             if ctx.api_version >= 4:
@@ -608,41 +619,7 @@ class Router:
             tid = req.get("transactional_id")
         if tid is None:       # InitProducerId of an idempotent producer: any worker
             return handle(self.broker, ctx, req)
-        w = self.txn_owner(tid)
-        if w == self.me:
-            return handle(self.broker, ctx, req)
-        fut = self.forward(w, ctx, req)
-        if fut is None:
-            return handle(self.broker, ctx, req)
-
-        async def wait():
-            try:
-                return await fut
-            except PeerGone:
-                return await _value(handle(self.broker, ctx, req))
-        return wait()
-
-    def _route_txn_multi(self, ctx, req, handle):
-        spec = TXN_MULTI[ctx.api_key]
-        parts = split_groups(req, spec, self.txn_owner)
-        if not parts or set(parts) == {self.me}:
-            return handle(self.broker, ctx, req)
-        results = {}
-        for w, sub in parts.items():
-            if w != self.me:
-                results[w] = self.forward(w, ctx, sub) or handle(self.broker, ctx, sub)
-        if self.me in parts:
-            results[self.me] = handle(self.broker, ctx, parts[self.me])
-
-        async def gather():
-            out = []
-            for w in parts:
-                try:
-                    out.append(await _value(results[w]))
-                except PeerGone:
-                    out.append(await _value(handle(self.broker, ctx, parts[w])))
-            return merge_groups(req, spec, out)
-        return gather()
+        return self._to_worker(self.txn_owner(tid), ctx, req, handle)
 
     def _route_markers(self, ctx, req, handle):
         """WriteTxnMarkers: each partition's markers to its owner (like Produce)."""

@@ -31,6 +31,20 @@ TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+def internal_topic_spec(cfg, name: str) -> tuple[int, int, dict]:
+    """(partitions, replication factor, topic configs) of an internal topic, from the
+    broker keys Kafka uses for them (offsets.topic.*, transaction.state.log.*)."""
+    if name == "__consumer_offsets":
+        return (cfg["offsets.topic.num.partitions"], cfg["offsets.topic.replication.factor"],
+                {"cleanup.policy": "compact", "compression.type": "producer",
+                 "segment.bytes": str(cfg["offsets.topic.segment.bytes"])})
+    return (cfg["transaction.state.log.num.partitions"],
+            cfg["transaction.state.log.replication.factor"],
+            {"cleanup.policy": "compact", "compression.type": "uncompressed",
+             "min.insync.replicas": str(cfg["transaction.state.log.min.isr"]),
+             "segment.bytes": str(cfg["transaction.state.log.segment.bytes"])})
+
+
 class EmbeddedController:
     def __init__(self, cfg: configmod.BrokerConfig):
         self.cfg = cfg
@@ -153,17 +167,7 @@ class EmbeddedController:
         """__consumer_offsets / __transaction_state, created on first use as Kafka does."""
         if name in self.md.topics:
             return
-        if name == "__consumer_offsets":
-            n = self.cfg["offsets.topic.num.partitions"]
-            rf = self.cfg["offsets.topic.replication.factor"]
-            configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                       "segment.bytes": str(self.cfg["offsets.topic.segment.bytes"])}
-        else:
-            n = self.cfg["transaction.state.log.num.partitions"]
-            rf = self.cfg["transaction.state.log.replication.factor"]
-            configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                       "min.insync.replicas": str(self.cfg["transaction.state.log.min.isr"]),
-                       "segment.bytes": str(self.cfg["transaction.state.log.segment.bytes"])}
+        n, rf, configs = internal_topic_spec(self.cfg, name)
         rf = min(rf, max(1, len(self.md.brokers)))
         md = model.create_topic(self.md, name, n, rf, None, configs, **self._topic_defaults())
         md = replace(md, topics={**md.topics, name: replace(md.topics[name], is_internal=True)})

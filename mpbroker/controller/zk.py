@@ -55,7 +55,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from mpbroker import config as configmod
 from mpbroker.controller import broker_requests, elections
 from mpbroker.controller import zkdata as Z
-from mpbroker.controller.embedded import EmbeddedController
+from mpbroker.controller.embedded import EmbeddedController, internal_topic_spec
 from mpbroker.metadata import model, store
 from mpbroker.metadata.model import MetadataError
 from mpbroker.protocol.errors import ErrorCode
@@ -1240,17 +1240,7 @@ class ZkController(EmbeddedController):
         if name in self.md.topics:
             return
         if name not in self.topics:
-            if name == "__consumer_offsets":
-                n = self.cfg["offsets.topic.num.partitions"]
-                rf = self.cfg["offsets.topic.replication.factor"]
-                configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                           "segment.bytes": str(self.cfg["offsets.topic.segment.bytes"])}
-            else:
-                n = self.cfg["transaction.state.log.num.partitions"]
-                rf = self.cfg["transaction.state.log.replication.factor"]
-                configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                           "min.insync.replicas": str(self.cfg["transaction.state.log.min.isr"]),
-                           "segment.bytes": str(self.cfg["transaction.state.log.segment.bytes"])}
+            n, rf, configs = internal_topic_spec(self.cfg, name)
             if len(self.brokers) < rf:
                 log.info("not creating %s: %d live brokers, its replication factor is %d", name,
                          len(self.brokers), rf)

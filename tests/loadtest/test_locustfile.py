@@ -8,6 +8,7 @@ HTML report that parses and names the topic.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import subprocess
 import sys
 import uuid
@@ -16,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("locust")
+from tests.conftest import require
+
+# Only look for locust: importing it runs gevent's monkey.patch_all(), which would turn
+# every later test's threads and sockets (kazoo, the harness) into greenlets. locust runs
+# in a subprocess here.
+require("locust", None if importlib.util.find_spec("locust") else "pip install locust")
 pytest.importorskip("confluent_kafka")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

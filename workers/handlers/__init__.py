@@ -22,8 +22,7 @@ from workers.handlers import (alter_configs, api_versions, delete_groups, descri
 from workers.handlers import consumer_group_describe, consumer_group_heartbeat
 from workers.handlers import describe_producers, write_txn_markers
 from workers.handlers import (alter_partition_reassignments, controlled_shutdown, elect_leaders,
-                              leader_and_isr, list_partition_reassignments, stop_replica,
-                              update_metadata)
+                              list_partition_reassignments, controller_requests)
 from workers.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
                               end_txn, list_transactions, txn_offset_commit)
 
@@ -71,9 +70,9 @@ HANDLERS: dict[int, Handler] = {
     K.TXN_OFFSET_COMMIT:       Handler(txn_offset_commit.handle, 0, 4),
     K.DESCRIBE_TRANSACTIONS:   Handler(describe_transactions.handle, 0, 0),
     K.LIST_TRANSACTIONS:       Handler(list_transactions.handle, 0, 1),
-    K.LEADER_AND_ISR:          Handler(leader_and_isr.handle, 0, 7),
-    K.STOP_REPLICA:            Handler(stop_replica.handle, 0, 4),
-    K.UPDATE_METADATA:         Handler(update_metadata.handle, 0, 8),
+    K.LEADER_AND_ISR:          Handler(controller_requests.handle, 0, 7),
+    K.STOP_REPLICA:            Handler(controller_requests.handle, 0, 4),
+    K.UPDATE_METADATA:         Handler(controller_requests.handle, 0, 8),
     K.CONTROLLED_SHUTDOWN:     Handler(controlled_shutdown.handle, 0, 3),
     K.ELECT_LEADERS:           Handler(elect_leaders.handle, 0, 2),
     K.ALTER_PARTITION_REASSIGNMENTS: Handler(alter_partition_reassignments.handle, 0, 0),
