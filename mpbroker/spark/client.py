@@ -47,11 +47,14 @@ def data_loss(detail: str, fail: bool) -> None:
 
 # ---------------------------------------------------------------- clients
 
-def consumer(conf: Mapping[str, str], **extra):
+def consumer(conf: Mapping[str, str], group_id_prefix: str = "mpbroker-spark", **extra):
+    """A consumer that only reads assigned partitions and commits nothing. Its group id
+    (never used for a subscription or a commit) is `kafka.group.id` when given, else
+    `<groupIdPrefix>-<random>`, as in Spark's connector."""
     from confluent_kafka import Consumer
 
     base = {
-        "group.id": f"mpbroker-spark-{uuid.uuid4().hex[:12]}",
+        "group.id": f"{group_id_prefix}-{uuid.uuid4().hex[:12]}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "error",  # an offset that is gone is reported, never skipped silently
@@ -75,7 +78,7 @@ def producer(conf: Mapping[str, str], **extra):
         "message.timeout.ms": MESSAGE_TIMEOUT_MS,
     }
     # Consumer-only settings a reader's options may carry.
-    base.update({k: v for k, v in conf.items() if k not in ("isolation.level",)})
+    base.update({k: v for k, v in conf.items() if k not in ("isolation.level", "group.id")})
     base.update(extra)
     return Producer(base)
 
@@ -189,7 +192,7 @@ def resolve_offsets(client, spec: OffsetSpec, tps: list[TopicPartition],
 
 def read_range(conf: Mapping[str, str], topic: str, partition: int, start: int, end: int, *,
                fail_on_data_loss: bool = True, poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS,
-               chunk: int = CONSUME_CHUNK) -> Iterator[list]:
+               chunk: int = CONSUME_CHUNK, group_id_prefix: str = "mpbroker-spark") -> Iterator[list]:
     """Yield lists of confluent_kafka Messages with start <= offset < end, in order.
 
     Offsets need not be contiguous (compaction, transaction markers, aborted records
@@ -199,7 +202,7 @@ def read_range(conf: Mapping[str, str], topic: str, partition: int, start: int, 
 
     if start >= end:
         return
-    c = consumer(conf)
+    c = consumer(conf, group_id_prefix)
     try:
         low, high = c.get_watermark_offsets(KTP(topic, partition), timeout=METADATA_TIMEOUT_S, cached=False)
         if start < low:

@@ -16,7 +16,8 @@ Kafka Integration Guide), so a pipeline ports by changing `format("kafka")` to
   `failOnDataLoss`, `includeHeaders`, `isolation.level`
   (`read_uncommitted` | `read_committed`);
 * Kafka client settings: `bootstrap.servers` (or Spark's `kafka.bootstrap.servers`);
-  every `kafka.<name>` option is handed to the client as `<name>`.
+  every `kafka.<name>` option is handed to the client as `<name>`; the consumers'
+  group id is `kafka.group.id` or `<groupIdPrefix>-<random>` (they never commit);
 
 Precedence is Spark's: a timestamp option wins over the matching offsets option
 (`startingOffsetsByTimestamp` > `startingTimestamp` > `startingOffsets`).
@@ -129,8 +130,9 @@ def client_config(options: Mapping[str, str]) -> dict[str, str]:
     level = conf.get("isolation.level", "read_uncommitted")
     if level not in ("read_uncommitted", "read_committed"):
         raise OptionError(f"option 'isolation.level' must be read_uncommitted or read_committed, got {level!r}")
-    # Settings Spark's connector manages itself and rejects as well.
-    for banned in ("group.id", "auto.offset.reset", "enable.auto.commit", "key.deserializer",
+    # Settings Spark's connector manages itself and rejects as well (it takes
+    # `kafka.group.id`, which only names the reading consumers here: nothing is committed).
+    for banned in ("auto.offset.reset", "enable.auto.commit", "key.deserializer",
                    "value.deserializer"):
         if banned in conf:
             raise OptionError(f"Kafka option 'kafka.{banned}' is not supported: the data source manages it")

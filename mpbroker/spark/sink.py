@@ -16,7 +16,7 @@ work*, named by (query id, task partition id); both survive a restart from the
 checkpoint, and a replayed batch gives every unit the same rows (Spark replays a
 batch with its checkpointed offsets; the query must be deterministic). A marker per
 unit, key `<query id>/<partition id>`, lives in a compacted marker topic
-(`sinkMarkerTopic`, default `_mpbroker_spark_sink`). Two mechanisms, chosen by
+(`sinkMarkerTopic`, default `__mpbroker_spark_sink`). Two mechanisms, chosen by
 `sinkTransactions` (`auto` (default): use transactions when the broker advertises
 InitProducerId, AddPartitionsToTxn, EndTxn and TxnOffsetCommit; `true`; `false`):
 
@@ -58,7 +58,8 @@ from mpbroker.spark import client, options as opt
 log = logging.getLogger("mpbroker.spark")
 
 SINK_HEADER = "mpbroker.spark.sink"
-DEFAULT_MARKER_TOPIC = "_mpbroker_spark_sink"
+# Leading "__": a subscribePattern (and the Metadata auto-create) leave it alone.
+DEFAULT_MARKER_TOPIC = "__mpbroker_spark_sink"
 MARKER_SCAN_CHUNK = 2000
 FLUSH_TIMEOUT_S = 120.0
 

@@ -67,6 +67,7 @@ class _RangeReader:
         self.poll_timeout_ms = opt.get_int(options, "kafkaConsumer.pollTimeoutMs", client.DEFAULT_POLL_TIMEOUT_MS, 1)
         self.min_partitions = opt.get_int(options, "minPartitions", None, 1)
         self.max_records_per_partition = opt.get_int(options, "maxRecordsPerPartition", None, 1)
+        self.group_id_prefix = opt.get(options, "groupIdPrefix", "mpbroker-spark")
         self.ts_strategy = (opt.get(options, "startingOffsetsByTimestampStrategy", "error") or "error").lower()
         if self.ts_strategy not in ("error", "latest"):
             raise opt.OptionError("option 'startingOffsetsByTimestampStrategy' must be error or latest")
@@ -81,7 +82,7 @@ class _RangeReader:
     @property
     def driver_client(self):
         if self._driver_client is None:
-            self._driver_client = client.consumer(self.conf)
+            self._driver_client = client.consumer(self.conf, self.group_id_prefix)
         return self._driver_client
 
     def close_driver_client(self) -> None:
@@ -111,7 +112,8 @@ class _RangeReader:
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         for msgs in client.read_range(self.conf, partition.topic, partition.partition, partition.start,
                                       partition.end, fail_on_data_loss=self.fail_on_data_loss,
-                                      poll_timeout_ms=self.poll_timeout_ms):
+                                      poll_timeout_ms=self.poll_timeout_ms,
+                                      group_id_prefix=self.group_id_prefix):
             yield pa.RecordBatch.from_arrays(self._columns(msgs, arrow_schema), schema=arrow_schema)
 
     def _columns(self, msgs: list, arrow_schema) -> list:
@@ -144,8 +146,12 @@ class MpbrokerBatchReader(_RangeReader, DataSourceReader):
         super().__init__(options, schema)
         self.starting = opt.offset_spec(options, "starting", "earliest")
         self.ending = opt.offset_spec(options, "ending", "latest")
-        if self.starting.kind == "latest":
-            raise opt.OptionError("startingOffsets='latest' is not allowed for a batch query")
+        # Spark's rules for batch queries (offset_spec already refuses -2 in endingOffsets).
+        latest = [f"{t}-{p}" for t, parts in sorted(self.starting.offsets.items())
+                  for p, o in sorted(parts.items()) if o == opt.LATEST]
+        if self.starting.kind == "latest" or (self.starting.kind == "offsets" and latest):
+            raise opt.OptionError("startingOffsets='latest' (or -1 in its JSON) is not allowed for a "
+                                  "batch query" + (f": {', '.join(latest)}" if latest else ""))
         if self.ending.kind == "earliest":
             raise opt.OptionError("endingOffsets='earliest' is not allowed for a batch query")
         self._ranges: list[OffsetRange] | None = None
@@ -219,10 +225,10 @@ class MpbrokerStreamReader(_RangeReader, DataSourceStreamReader, SupportsTrigger
         begin_all = {**self._new_partition_starts(begin, latest), **begin}
         end = {tp: max(o, begin_all.get(tp, o)) for tp, o in latest.items()}
         for tp in sorted(set(begin) - set(latest)):
-            if self.fail_on_data_loss:
-                end[tp] = begin[tp]  # kept so that partitions() fails the batch on it
-            else:
-                client.data_loss(f"Partition {tp[0]}-{tp[1]} is gone (its topic was deleted?)", False)
+            # Fails the query here: a batch that only kept the gone partition at its start
+            # offset would plan nothing, and the query would stall instead of failing.
+            client.data_loss(f"Partition {tp[0]}-{tp[1]} is gone (its topic was deleted?)",
+                             self.fail_on_data_loss)
         if isinstance(limit, ReadMaxRows):
             end = opt.rate_limit(begin_all, end, limit.max_rows)
         return opt.to_json_offsets(opt.nest(end))
@@ -293,6 +299,11 @@ class MpbrokerDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool):
         from mpbroker.spark.sink import MpbrokerBatchWriter
+
+        if overwrite:
+            # As Spark's Kafka sink: a topic cannot be truncated and rewritten.
+            raise opt.OptionError("save mode Overwrite is not allowed for format('mpbroker'): "
+                                  "use mode('append')")
 
         return MpbrokerBatchWriter(self.options, schema)
 

@@ -13,8 +13,12 @@ def test_client_config_takes_kafka_prefixed_and_plain_names():
     assert opt.client_config({"bootstrap.servers": "h:2"}) == {"bootstrap.servers": "h:2"}
     with pytest.raises(opt.OptionError, match="bootstrap.servers"):
         opt.client_config({"subscribe": "t"})
-    with pytest.raises(opt.OptionError, match="group.id"):
-        opt.client_config({"bootstrap.servers": "h:1", "kafka.group.id": "g"})
+    # Spark takes kafka.group.id (its consumers only name themselves with it) but manages
+    # offsets itself.
+    assert opt.client_config({"bootstrap.servers": "h:1", "kafka.group.id": "g"})["group.id"] == "g"
+    for banned in ("auto.offset.reset", "enable.auto.commit"):
+        with pytest.raises(opt.OptionError, match=banned):
+            opt.client_config({"bootstrap.servers": "h:1", f"kafka.{banned}": "x"})
     with pytest.raises(opt.OptionError, match="isolation.level"):
         opt.client_config({"bootstrap.servers": "h:1", "kafka.isolation.level": "dirty"})
 
@@ -31,7 +35,9 @@ def test_exactly_one_subscription_kind():
 
 
 def test_pattern_skips_internal_topics_and_select_sorts():
-    cluster = {"pv": [1, 0], "__consumer_offsets": [0], "other": [0]}
+    from mpbroker.spark.sink import DEFAULT_MARKER_TOPIC
+
+    cluster = {"pv": [1, 0], "__consumer_offsets": [0], "other": [0], DEFAULT_MARKER_TOPIC: [0]}
     assert opt.subscription({"subscribePattern": ".*"}).select(cluster) == [("other", 0), ("pv", 0), ("pv", 1)]
     assert opt.subscription({"subscribe": "pv,missing"}).select(cluster) == [("pv", 0), ("pv", 1)]
 

@@ -60,6 +60,14 @@ def test_sink_rejects_a_frame_without_value(spark, bootstrap, make_topic):
          .option("topic", topic).save())
 
 
+def test_sink_refuses_overwrite_mode(spark, bootstrap, make_topic):
+    topic = make_topic(1)
+    with pytest.raises(Exception, match="Overwrite is not allowed"):
+        (spark.createDataFrame([("v",)], "value string").write.format("mpbroker").mode("overwrite")
+         .option("bootstrap.servers", bootstrap).option("topic", topic).save())
+    assert read_all(bootstrap, topic, 1) == []
+
+
 def stream_copy(spark, bootstrap, source, target, checkpoint, **sink_options):
     """availableNow: every record of `source` -> `target` through the streaming sink."""
     q = (spark.readStream.format("mpbroker").option("bootstrap.servers", bootstrap)

@@ -10,7 +10,8 @@ from tests.conftest import require_module
 
 require_module("pyspark")
 
-from tests.spark.util import delete_records, produce  # noqa: E402
+from tests.integration import broker as harness  # noqa: E402
+from tests.spark.util import delete_records, produce, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -61,6 +62,14 @@ def test_offset_json_bounds_and_ranges_split(spark, bootstrap, make_topic):
 
     pattern = reader(spark, bootstrap, subscribePattern=topic.replace("-", "[-]") + ".*").count()
     assert pattern == 200
+
+    # Spark's batch rules: no "latest" start, in words or as -1 in the JSON.
+    for starting in ("latest", json.dumps({topic: {"0": -1, "1": -2}})):
+        with pytest.raises(Exception, match=r"not allowed for a batch query(: .*-0)?"):
+            reader(spark, bootstrap, assign=json.dumps({topic: [0, 1]}), startingOffsets=starting).count()
+    # kafka.group.id and groupIdPrefix are taken, as by Spark's connector.
+    assert reader(spark, bootstrap, subscribe=topic, **{"kafka.group.id": "spark-reader"}).count() == 200
+    assert reader(spark, bootstrap, subscribe=topic, groupIdPrefix="pv-job").count() == 200
 
 
 def test_read_from_timestamp(spark, bootstrap, make_topic):
@@ -165,3 +174,27 @@ def test_stream_fails_on_data_deleted_since_the_checkpoint(spark, bootstrap, mak
     seen.clear()
     run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, subscribe=topic, failOnDataLoss="false")
     assert sorted(int(v) for _, rows in seen for *_, v in rows) == list(range(15, 20))
+
+
+@pytest.mark.slow
+def test_stream_fails_when_its_topic_is_deleted(spark, bootstrap, make_topic, tmp_path):
+    gone, kept = make_topic(1), make_topic(1)
+    produce(bootstrap, gone, [{"value": b"g"}])
+    produce(bootstrap, kept, [{"value": b"k"}])
+    seen: list = []
+    opts = {"subscribe": f"{gone},{kept}", "startingOffsets": "earliest"}
+    run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, **opts)
+    assert sorted(v for _, rows in seen for *_, v in rows) == [b"g", b"k"]
+
+    a = harness.admin(bootstrap)
+    a.delete_topics([gone], operation_timeout=30)[gone].result(30)
+    wait_until(lambda: gone not in a.list_topics(timeout=10).topics, what=f"{gone} deleted")
+    # Nothing new on either topic: a query that only kept the deleted partition at its
+    # offset would plan no batch and never fail; it must fail.
+    with pytest.raises(Exception, match="is gone"):
+        run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, **opts)
+
+    produce(bootstrap, kept, [{"value": b"k2"}])
+    seen.clear()
+    run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, **opts, failOnDataLoss="false")
+    assert [v for _, rows in seen for *_, v in rows] == [b"k2"]
