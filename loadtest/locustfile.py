@@ -199,17 +199,19 @@ class ProducerUser(KafkaUser):
             gevent.sleep(POLL_SLEEP_S)
         return True
 
-    def _report(self, start: float, t0: float, length: int):
+    def _report(self, batch: list, start: float, t0: float, length: int):
         def on_delivery(err, _msg):
             rt = (time.perf_counter() - t0) * 1000.0
             self.fire("produce", start, rt, length, None if err is None else KafkaDeliveryError(err))
-            self.pending -= 1
+            batch[0] -= 1
         return on_delivery
 
     @task
     def produce_batch(self) -> None:
         n = max(1, self.options.kafka_batch)
-        self.pending = 0
+        # This batch's own count of missing delivery reports: a late report of an earlier
+        # batch that gave up waiting must not end this batch's wait early.
+        pending = [0]
         for _ in range(n):
             key = random.choice(self.keys) if self.keys else None
             length = len(self.value) + (len(key) if key else 0)
@@ -217,17 +219,17 @@ class ProducerUser(KafkaUser):
             while True:
                 try:
                     self.producer.produce(self.topic, value=self.value, key=key,
-                                          on_delivery=self._report(start, t0, length))
-                    self.pending += 1
+                                          on_delivery=self._report(pending, start, t0, length))
+                    pending[0] += 1
                     break
                 except BufferError:  # local queue full: let deliveries drain, then retry
                     if not self._wait_for(lambda: len(self.producer) < 1000):
                         self.fire("produce", start, (time.perf_counter() - t0) * 1000.0, 0,
                                   TimeoutError("producer queue full"))
                         return
-        if not self._wait_for(lambda: self.pending <= 0):
+        if not self._wait_for(lambda: pending[0] <= 0):
             self.fire("produce", time.time(), DELIVERY_TIMEOUT_S * 1000.0, 0,
-                      TimeoutError(f"{self.pending} delivery reports missing after {DELIVERY_TIMEOUT_S}s"))
+                      TimeoutError(f"{pending[0]} delivery reports missing after {DELIVERY_TIMEOUT_S}s"))
 
 
 class KafkaDeliveryError(Exception):

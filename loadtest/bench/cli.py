@@ -219,12 +219,19 @@ def scaling_run(args, wl: Workload, setup: Setup, mp_overrides: dict) -> list[di
 
 
 def scaling_notes(scaling: list[dict]) -> list[str]:
+    """What the scaling rows can and cannot show: a worker count that did not change the
+    broker's process tree (a config the broker ignored), or more workers than cores."""
+    notes = []
     procs = {r["broker_processes"] for r in scaling if r.get("broker_processes")}
     if len(scaling) > 1 and len(procs) == 1:
-        return [f"Per-worker scaling: the broker's process tree had {procs.pop()} process(es) whatever "
-                f"num.workers said: the multiprocess runtime is not there yet, the broker runs one worker, so "
-                f"the scaling rows measure the same single-worker broker."]
-    return []
+        notes.append(f"Per-worker scaling: the broker's process tree had {procs.pop()} process(es) whatever "
+                     f"num.workers said, so the scaling rows measure the same broker.")
+    cpus = os.cpu_count() or 1
+    over = [r["num_workers"] for r in scaling if r["num_workers"] > cpus]
+    if over:
+        notes.append(f"Per-worker scaling: num.workers {', '.join(map(str, over))} exceed the {cpus} CPUs of "
+                     f"this machine (shared with the client processes): those rows show overhead, not scaling.")
+    return notes
 
 
 def main(argv=None) -> int:

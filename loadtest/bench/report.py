@@ -98,7 +98,8 @@ def markdown(run: dict) -> str:
              f"{m['os']}, Python {m['python']}. Brokers and client processes share this machine (loopback only).", ""]
     lines += ["Brokers:", ""] + [f"* `{n}`: {d}" for n, d in run["peers"].items()] + [""]
     lines += [f"Clients: {cfg['producers']} producer and {cfg['consumers']} consumer processes (confluent-kafka), "
-              f"acks={cfg['producer_config'].get('acks', 'all')}, linger.ms=1, batch.size=1 MiB, no compression; "
+              f"acks={cfg['producer_config'].get('acks', 'all')}, "
+              f"linger.ms={cfg['producer_config'].get('linger.ms', 1):g}, batch.size=1 MiB, no compression; "
               f"warm-up {cfg['warmup_s']} s, measured {cfg['duration_s']} s per round; {cfg['rounds']} rounds "
               f"alternating the brokers.", ""]
     lines += ["Machine limits, measured in this run:", ""]

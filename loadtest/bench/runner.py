@@ -300,6 +300,8 @@ def _notes(row: dict) -> list[str]:
     notes = []
     if row["producer_core_busy"] >= CLIENT_SATURATED:
         notes.append(f"client-bound: a producer process used {row['producer_core_busy']:.0%} of a core")
+    if row.get("consumer_core_busy", 0) >= CLIENT_SATURATED:
+        notes.append(f"client-bound: a live consumer process used {row['consumer_core_busy']:.0%} of a core")
     if row.get("drainer_core_busy", 0) >= CLIENT_SATURATED:
         notes.append(f"client-bound: a catch-up consumer process used {row['drainer_core_busy']:.0%} of a core")
     busy = max(row["machine_busy"], row.get("drain_machine_busy", 0.0))

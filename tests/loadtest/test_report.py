@@ -1,0 +1,108 @@
+"""loadtest/bench's arithmetic on made-up rounds: medians over A B A B rounds, the ratio
+mpbroker / peer, the goals, the client-bound and machine notes, the markdown report.
+No broker runs here; tests/loadtest/test_bench.py runs the real thing."""
+
+from __future__ import annotations
+
+import math
+
+from loadtest.bench import cli, report, runner
+
+W_MAX = {"name": "1k-max", "fixed_rate": False, "title": "max"}
+W_LAT = {"name": "1k-latency", "fixed_rate": True, "title": "fixed"}
+
+
+def row(broker: str, workload: str, rnd: int, **kw) -> dict:
+    base = {"broker": broker, "workload": workload, "round": rnd, "produce_mb_s": 100.0,
+            "produce_rec_s": 100_000.0, "consume_live_mb_s": 90.0, "p50_ms": 5.0, "p99_ms": 9.0,
+            "p999_ms": 12.0, "broker_cores": 0.5, "client_cores": 0.5, "other_cores": 0.0,
+            "machine_busy": 0.5, "producer_core_busy": 0.2, "consumer_core_busy": 0.2,
+            "target_rate_rec_s": None, "hit_max_records": False, "produce_errors": 0,
+            "consume_errors": 0, "client_errors": [], "first_produce_error": None, "notes": []}
+    base.update(kw)
+    return base
+
+
+def run_of(rows: list[dict], loopback: float = 1000.0) -> dict:
+    return {"machine": {"cpu_model": "x", "cpus_usable": 2, "cpus": 2, "memory_gib": 1, "os": "linux",
+                        "python": "3.11"},
+            "limits": {"loopback_tcp_mb_s": loopback, "disk_write_mb_s": 1.0, "disk_write_fsync_mb_s": 1.0},
+            "peers": {"mpbroker": "ours", "tansu": "peer"}, "workloads": [W_MAX, W_LAT], "rows": rows,
+            "scaling": [], "notes": [], "command": "python -m loadtest.bench",
+            "config": {"producers": 2, "consumers": 2, "rounds": 3, "warmup_s": 1, "duration_s": 2,
+                       "producer_config": {"acks": "all", "linger.ms": 7}},
+            "fixed_rate_rec_s": 500.0, "scaling_workload": "1k-max"}
+
+
+def alternating_rounds() -> list[dict]:
+    # Rounds A B A B A B; one outlier round per broker must not move the medians.
+    return [row("mpbroker", "1k-max", 1, produce_mb_s=120, consume_mb_s=600),
+            row("tansu", "1k-max", 1, produce_mb_s=100, consume_mb_s=300),
+            row("mpbroker", "1k-max", 2, produce_mb_s=10, consume_mb_s=580),
+            row("tansu", "1k-max", 2, produce_mb_s=95, consume_mb_s=5000),
+            row("mpbroker", "1k-max", 3, produce_mb_s=110, consume_mb_s=620),
+            row("tansu", "1k-max", 3, produce_mb_s=105, consume_mb_s=310),
+            row("mpbroker", "1k-latency", 1, p99_ms=8.0),
+            row("mpbroker", "1k-latency", 2, p99_ms=30.0),
+            row("mpbroker", "1k-latency", 3, p99_ms=9.5)]
+
+
+def test_medians_are_per_workload_and_broker():
+    med = report.medians(run_of(alternating_rounds()))
+    assert med[("1k-max", "mpbroker")]["produce_mb_s"] == 110
+    assert med[("1k-max", "tansu")]["produce_mb_s"] == 100
+    assert med[("1k-max", "tansu")]["consume_mb_s"] == 310
+    assert med[("1k-latency", "mpbroker")]["p99_ms"] == 9.5
+    assert math.isnan(med[("1k-latency", "mpbroker")]["consume_mb_s"])  # no catch-up read there
+
+
+def test_goals_take_ratios_of_medians():
+    goals = {g["goal"]: g for g in report.goals(run_of(alternating_rounds()))}
+    produce = goals["produce throughput above tansu's (1k-max)"]
+    assert produce["met"] is True and "ratio 1.10" in produce["figure"]
+    consume = goals["consume (catch-up) throughput above tansu's (1k-max)"]
+    assert consume["met"] is True and "600.0 vs 310.0 MB/s, ratio 1.94" in consume["figure"]
+    loopback = goals["consume within 0.5x of the loopback limit (1k-max)"]
+    assert loopback["met"] is True and "0.60x" in loopback["figure"]
+    latency = goals["p99 end-to-end latency under 10 ms at half the max rate (1k-latency)"]
+    assert latency["met"] is True and "9.50 ms at 500 rec/s" in latency["figure"]
+
+    slow = run_of(alternating_rounds(), loopback=5000.0)
+    assert {g["goal"]: g for g in report.goals(slow)}[
+        "consume within 0.5x of the loopback limit (1k-max)"]["met"] is False
+
+
+def test_a_goal_without_figures_is_not_judged():
+    rows = [r for r in alternating_rounds() if r["broker"] == "mpbroker"]
+    goals = {g["goal"]: g for g in report.goals(run_of(rows))}
+    assert goals["produce throughput above tansu's (1k-max)"]["met"] is None
+
+
+def test_notes_name_the_bottleneck():
+    quiet = runner._notes(row("mpbroker", "1k-max", 1))
+    assert quiet == []
+    notes = runner._notes(row("mpbroker", "1k-max", 1, producer_core_busy=0.95, consumer_core_busy=0.97,
+                              drainer_core_busy=0.92, machine_busy=0.99, other_cores=0.6,
+                              target_rate_rec_s=1000.0, produce_rec_s=500.0))
+    text = " | ".join(notes)
+    for needle in ("a producer process used 95%", "a live consumer process used 97%",
+                   "a catch-up consumer process used 92%", "machine CPU-bound (99%",
+                   "background load: 0.60 cores", "fixed rate not reached (500 of 1,000"):
+        assert needle in text, (needle, notes)
+
+
+def test_markdown_report_shows_config_rounds_medians_and_goals():
+    md = report.markdown(run_of(alternating_rounds()))
+    assert "acks=all, linger.ms=7," in md
+    assert md.count("| 1k-max |") >= 6
+    assert "| 1k-max | produce MB/s | 110.0 | 100.0 | 1.10 |" in md
+    assert "Goals:" in md and "| yes |" in md
+
+
+def test_scaling_notes_flag_ignored_worker_counts_and_more_workers_than_cores(monkeypatch):
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+    same = [{"num_workers": 1, "broker_processes": 3}, {"num_workers": 2, "broker_processes": 3}]
+    assert any("measure the same broker" in n for n in cli.scaling_notes(same))
+    grown = [{"num_workers": 1, "broker_processes": 3}, {"num_workers": 4, "broker_processes": 6}]
+    notes = cli.scaling_notes(grown)
+    assert len(notes) == 1 and "num.workers 4 exceed the 2 CPUs" in notes[0]
