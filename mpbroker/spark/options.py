@@ -127,7 +127,9 @@ def client_config(options: Mapping[str, str]) -> dict[str, str]:
             conf[name] = opts[name]
     if not conf.get("bootstrap.servers"):
         raise OptionError("option 'bootstrap.servers' (or 'kafka.bootstrap.servers') is required")
-    level = conf.get("isolation.level", "read_uncommitted")
+    # Always set: librdkafka's own default is read_committed, Spark's (the Java client's)
+    # is read_uncommitted.
+    level = conf.setdefault("isolation.level", "read_uncommitted")
     if level not in ("read_uncommitted", "read_committed"):
         raise OptionError(f"option 'isolation.level' must be read_uncommitted or read_committed, got {level!r}")
     # Settings Spark's connector manages itself and rejects as well (it takes

@@ -10,7 +10,8 @@ def test_client_config_takes_kafka_prefixed_and_plain_names():
     conf = opt.client_config({"kafka.bootstrap.servers": "h:1", "kafka.fetch.max.bytes": "1024",
                               "isolation.level": "read_committed", "subscribe": "t"})
     assert conf == {"bootstrap.servers": "h:1", "fetch.max.bytes": "1024", "isolation.level": "read_committed"}
-    assert opt.client_config({"bootstrap.servers": "h:2"}) == {"bootstrap.servers": "h:2"}
+    assert opt.client_config({"bootstrap.servers": "h:2"}) == {"bootstrap.servers": "h:2",
+                                                               "isolation.level": "read_uncommitted"}
     with pytest.raises(opt.OptionError, match="bootstrap.servers"):
         opt.client_config({"subscribe": "t"})
     # Spark takes kafka.group.id (its consumers only name themselves with it) but manages

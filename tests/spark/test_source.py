@@ -47,6 +47,30 @@ def test_batch_read_of_three_partition_topic_equals_what_was_produced(spark, boo
         assert row.timestampType == 0 and row.timestamp is not None
     assert not want
 
+    plain = reader(spark, bootstrap, subscribe=topic)  # includeHeaders defaults to false
+    assert "headers" not in plain.schema.fieldNames()
+    # minPartitions is a hint (Spark rounds each partition's share of the records): 6 over
+    # three equal partitions is 2 ranges each.
+    split = reader(spark, bootstrap, subscribe=topic, minPartitions="6")
+    assert split.rdd.getNumPartitions() == 6 and split.count() == 600
+
+
+def test_read_committed_sees_only_committed_transactions(spark, bootstrap, make_topic):
+    topic = make_topic(1)
+    p = harness.producer(bootstrap, **{"transactional.id": f"spark-src-{topic}"})
+    p.init_transactions(30)
+    for values, commit in ((["c1", "c2"], True), (["a1", "a2", "a3"], False), (["c3"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v.encode())
+        p.flush(30)  # stored before the abort (librdkafka drops what it has not sent yet)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    committed = sorted(bytes(r.value) for r in reader(spark, bootstrap, subscribe=topic,
+                                                      **{"isolation.level": "read_committed"}).collect())
+    assert committed == [b"c1", b"c2", b"c3"]
+    everything = sorted(bytes(r.value) for r in reader(spark, bootstrap, subscribe=topic).collect())
+    assert everything == [b"a1", b"a2", b"a3", b"c1", b"c2", b"c3"]
+
 
 def test_offset_json_bounds_and_ranges_split(spark, bootstrap, make_topic):
     topic = make_topic(2)
@@ -156,6 +180,18 @@ def test_available_now_stream_restarted_from_checkpoint_reads_each_record_once(s
     before = len(everything)
     run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, **opts)
     assert sum(len(rows) for _, rows in seen) == before
+
+
+@pytest.mark.slow
+def test_stream_from_latest_reads_only_what_comes_after_its_start(spark, bootstrap, make_topic, tmp_path):
+    topic = make_topic(2)
+    produce(bootstrap, topic, [{"value": f"old{i}".encode(), "partition": i % 2} for i in range(10)])
+    seen: list = []
+    run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, subscribe=topic)  # startingOffsets=latest
+    assert [r for _, rows in seen for r in rows] == []
+    produce(bootstrap, topic, [{"value": f"new{i}".encode(), "partition": i % 2} for i in range(6)])
+    run_available_now(spark, bootstrap, tmp_path / "ckpt", seen, subscribe=topic)
+    assert sorted(v for _, rows in seen for *_, v in rows) == sorted(f"new{i}".encode() for i in range(6))
 
 
 @pytest.mark.slow
