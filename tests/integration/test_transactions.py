@@ -6,7 +6,9 @@ different workers and every path crosses the worker mesh. Producers: confluent-k
 (librdkafka) and aiokafka transactional producers. Readers: read_committed consumers of
 confluent-kafka, kafka-python and aiokafka, which must see exactly the committed
 records. Admin: kafka-python's ListTransactions / DescribeTransactions. Error answers
-are checked with raw v0 requests built here field by field (not with mpbroker's codec).
+are checked with raw requests built here field by field (not with mpbroker's codec): v0
+and v2 (the same layout; PRODUCER_FENCED exists from v2 on, older versions get
+INVALID_PRODUCER_EPOCH) and InitProducerId v3/v4 (flexible, KIP-360 id and epoch).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from tests.integration import broker as harness
 from tests.integration.broker import build_record_batch, connect, frame_request, recv_frame
@@ -135,6 +137,15 @@ def _s(x: str | None) -> bytes:
     return struct.pack(">h", len(b)) + b
 
 
+def _cs(x: str | None) -> bytes:
+    """Compact nullable string (flexible versions), for strings under 127 bytes."""
+    if x is None:
+        return b"\x00"
+    b = x.encode()
+    assert len(b) < 127
+    return bytes([len(b) + 1]) + b
+
+
 def raw(bootstrap: str, api_key: int, version: int, body: bytes) -> bytes:
     s = connect(bootstrap)
     try:
@@ -165,6 +176,16 @@ def init_producer_id_v0(bootstrap: str, tid: str | None, timeout_ms: int) -> tup
     return err, pid, epoch
 
 
+def init_producer_id_v3(bootstrap: str, tid: str | None, pid: int, epoch: int,
+                        version: int = 3) -> tuple[int, int, int]:
+    """InitProducerId v3/v4 (flexible: request header v2, response header v1), carrying
+    the producer id and epoch of KIP-360."""
+    body = b"\x00" + _cs(tid) + struct.pack(">iqh", 60000, pid, epoch) + b"\x00"
+    resp = raw(bootstrap, 22, version, body)
+    _, err, pid, epoch = struct.unpack_from(">ihqh", resp, 1)    # after the header tags
+    return err, pid, epoch
+
+
 def init_until_ok(bootstrap: str, tid: str, timeout_ms: int = 60000) -> tuple[int, int]:
     deadline = time.monotonic() + TIMEOUT
     while True:
@@ -175,10 +196,11 @@ def init_until_ok(bootstrap: str, tid: str, timeout_ms: int = 60000) -> tuple[in
         time.sleep(0.1)
 
 
-def add_partitions_v0(bootstrap, tid, pid, epoch, topic, parts) -> dict[int, int]:
+def add_partitions_raw(bootstrap, tid, pid, epoch, topic, parts, version=0) -> dict[int, int]:
+    """AddPartitionsToTxn v0-v2 -> {partition: error code}."""
     body = _s(tid) + struct.pack(">qh", pid, epoch) + struct.pack(">i", 1) + _s(topic)
     body += struct.pack(">i", len(parts)) + b"".join(struct.pack(">i", p) for p in parts)
-    resp = raw(bootstrap, 24, 0, body)
+    resp = raw(bootstrap, 24, version, body)
     pos = 4
     (nt,) = struct.unpack_from(">i", resp, pos)
     pos += 4
@@ -195,8 +217,15 @@ def add_partitions_v0(bootstrap, tid, pid, epoch, topic, parts) -> dict[int, int
     return out
 
 
-def end_txn_v0(bootstrap, tid, pid, epoch, commit: bool) -> int:
-    resp = raw(bootstrap, 26, 0, _s(tid) + struct.pack(">qhb", pid, epoch, int(commit)))
+def end_txn_raw(bootstrap, tid, pid, epoch, commit: bool, version=0) -> int:
+    """EndTxn v0-v2 -> error code."""
+    resp = raw(bootstrap, 26, version, _s(tid) + struct.pack(">qhb", pid, epoch, int(commit)))
+    return struct.unpack_from(">ih", resp, 0)[1]
+
+
+def add_offsets_raw(bootstrap, tid, pid, epoch, group, version=0) -> int:
+    """AddOffsetsToTxn v0-v2 -> error code."""
+    resp = raw(bootstrap, 25, version, _s(tid) + struct.pack(">qh", pid, epoch) + _s(group))
     return struct.unpack_from(">ih", resp, 0)[1]
 
 
@@ -295,9 +324,46 @@ def test_zombie_producer_is_fenced(broker, make_topic):
     with pytest.raises(KafkaException) as exc:
         old.commit_transaction(TIMEOUT)
     err = exc.value.args[0]
-    assert err.fatal() or "fenced" in err.str().lower(), err
+    assert err.fatal() and err.code() == KafkaError._FENCED, err
     run_txn(new, topic, [b"fresh"], 1)
     assert read_confluent(broker.bootstrap, topic, 1, 1) == [b"fresh"]
+
+
+def test_aiokafka_zombie_producer_is_fenced(broker, make_topic):
+    """aiokafka speaks EndTxn/AddPartitionsToTxn v0, which has no PRODUCER_FENCED: the
+    zombie must get INVALID_PRODUCER_EPOCH, which aiokafka raises as ProducerFenced."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import ProducerFenced
+    topic = make_topic(partitions=2)
+    tid = _tid()
+
+    async def go():
+        old = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=tid)
+        new = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=tid)
+        await old.start()
+        try:
+            async with old.transaction():
+                await old.send_and_wait(topic, b"before", partition=0)
+            await old.begin_transaction()
+            for i in range(2):
+                await old.send_and_wait(topic, f"zombie-{i}".encode(), partition=i)
+            await new.start()     # fences old: aborts its open transaction, bumps the epoch
+            with pytest.raises(ProducerFenced):
+                await asyncio.wait_for(old.commit_transaction(), TIMEOUT)
+            async with new.transaction():
+                for i in range(2):
+                    await new.send_and_wait(topic, f"fresh-{i}".encode(), partition=i)
+        finally:
+            await new.stop()
+            try:
+                await old.stop()
+            except ProducerFenced:
+                pass
+    asyncio.run(asyncio.wait_for(go(), TIMEOUT + 15))
+    want = sorted([b"before", b"fresh-0", b"fresh-1"])
+    assert sorted(read_aiokafka(broker.bootstrap, topic, 2, 3)) == want
+    assert sorted(read_kafka_python(broker.bootstrap, topic, 2, 3)) == want
+    assert sorted(read_confluent(broker.bootstrap, topic, 2, 3)) == want
 
 
 def test_aiokafka_transactional_producer(broker, make_topic):
@@ -411,22 +477,47 @@ def test_coordinator_errors(broker, make_topic):
     assert init_producer_id_v0(broker.bootstrap, tid, 900001)[0] == 50   # INVALID_TRANSACTION_TIMEOUT
     assert init_producer_id_v0(broker.bootstrap, tid, 0)[0] == 50
     assert init_producer_id_v0(broker.bootstrap, "", 1000)[0] == 42      # INVALID_REQUEST
-    assert end_txn_v0(broker.bootstrap, tid, 1, 0, True) == 49           # INVALID_PRODUCER_ID_MAPPING
+    assert end_txn_raw(broker.bootstrap, tid, 1, 0, True) == 49    # INVALID_PRODUCER_ID_MAPPING
     pid, epoch = init_until_ok(broker.bootstrap, tid)
-    assert end_txn_v0(broker.bootstrap, tid, pid, epoch, True) == 48     # INVALID_TXN_STATE (Empty)
-    assert add_partitions_v0(broker.bootstrap, tid, pid + 1, epoch, topic, [0]) == {0: 49}
-    assert add_partitions_v0(broker.bootstrap, tid, pid, epoch + 1, topic, [0]) == {0: 90}
-    assert add_partitions_v0(broker.bootstrap, tid, pid, epoch, "no-such-topic", [0]) == {0: 3}
-    assert add_partitions_v0(broker.bootstrap, tid, pid, epoch, topic, [0, 7]) == {0: 55, 7: 3}
-    assert add_partitions_v0(broker.bootstrap, tid, pid, epoch, topic, [0]) == {0: 0}
+    assert end_txn_raw(broker.bootstrap, tid, pid, epoch, True) == 48    # INVALID_TXN_STATE (Empty)
+    assert add_partitions_raw(broker.bootstrap, tid, pid + 1, epoch, topic, [0]) == {0: 49}
+    # a wrong epoch: INVALID_PRODUCER_EPOCH before v2, PRODUCER_FENCED from v2 on
+    assert add_partitions_raw(broker.bootstrap, tid, pid, epoch + 1, topic, [0]) == {0: 47}
+    assert add_partitions_raw(broker.bootstrap, tid, pid, epoch + 1, topic, [0], 2) == {0: 90}
+    assert add_partitions_raw(broker.bootstrap, tid, pid, epoch, "no-such-topic", [0]) == {0: 3}
+    assert add_partitions_raw(broker.bootstrap, tid, pid, epoch, topic, [0, 7]) == {0: 55, 7: 3}
+    assert add_partitions_raw(broker.bootstrap, tid, pid, epoch, topic, [0]) == {0: 0}
     # a second InitProducerId fences the ongoing transaction: retriable until aborted
     pid2, epoch2 = init_until_ok(broker.bootstrap, tid)
     assert pid2 == pid and epoch2 == epoch + 2
-    assert end_txn_v0(broker.bootstrap, tid, pid, epoch, False) == 90    # PRODUCER_FENCED
-    # the request of a fenced epoch never reaches the log of the partition either
-    assert add_partitions_v0(broker.bootstrap, tid, pid2, epoch2, topic, [1]) == {1: 0}
-    assert end_txn_v0(broker.bootstrap, tid, pid2, epoch2, False) == 0
-    assert end_txn_v0(broker.bootstrap, tid, pid2, epoch2, True) == 48       # INVALID_TXN_STATE
+    # the fenced producer, by version: INVALID_PRODUCER_EPOCH (47) to the versions that
+    # predate PRODUCER_FENCED (90) (aiokafka speaks v0 only, librdkafka EndTxn v1)
+    for version, code in ((0, 47), (1, 47), (2, 90)):
+        assert end_txn_raw(broker.bootstrap, tid, pid, epoch, False, version) == code
+        assert add_offsets_raw(broker.bootstrap, tid, pid, epoch, "g-fenced", version) == code
+        assert add_partitions_raw(broker.bootstrap, tid, pid, epoch, topic, [1],
+                                  version) == {1: code}
+    for version, code in ((3, 47), (4, 90)):      # KIP-360 InitProducerId with the old epoch
+        assert init_producer_id_v3(broker.bootstrap, tid, pid, epoch, version)[0] == code
+    # the new epoch goes on as if nothing happened
+    assert add_partitions_raw(broker.bootstrap, tid, pid2, epoch2, topic, [1]) == {1: 0}
+    assert end_txn_raw(broker.bootstrap, tid, pid2, epoch2, False) == 0
+    assert end_txn_raw(broker.bootstrap, tid, pid2, epoch2, True) == 48       # INVALID_TXN_STATE
+
+
+def test_idempotent_init_producer_id_always_hands_out_a_new_id(broker):
+    """Without a transactional id, InitProducerId v3+ never bumps the epoch of the id it
+    names (Kafka's TransactionCoordinator): a new id at epoch 0 every time, so no client
+    can fence another producer's id."""
+    err, pid, epoch = init_producer_id_v0(broker.bootstrap, None, 60000)
+    assert (err, epoch) == (0, 0) and pid >= 0
+    seen = {pid}
+    for version in (3, 4):
+        for asked in ((pid, 0), (pid, 5), (pid + 1000, 0)):
+            err, new_pid, new_epoch = init_producer_id_v3(broker.bootstrap, None, *asked,
+                                                          version=version)
+            assert (err, new_epoch) == (0, 0) and new_pid not in seen, (version, asked)
+            seen.add(new_pid)
 
 
 def test_produce_to_partition_outside_the_transaction_is_refused(broker, make_topic):
@@ -436,7 +527,7 @@ def test_produce_to_partition_outside_the_transaction_is_refused(broker, make_to
     tid = _tid()
     find_txn_coordinator(broker.bootstrap, tid)
     pid, epoch = init_until_ok(broker.bootstrap, tid)
-    assert add_partitions_v0(broker.bootstrap, tid, pid, epoch, topic, [0]) == {0: 0}
+    assert add_partitions_raw(broker.bootstrap, tid, pid, epoch, topic, [0]) == {0: 0}
 
     def produce(partition: int, value: bytes, seq: int) -> int:
         body = (_s(tid) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + _s(topic)
@@ -448,7 +539,7 @@ def test_produce_to_partition_outside_the_transaction_is_refused(broker, make_to
 
     assert produce(1, b"outside", 0) == 48
     assert produce(0, b"inside", 0) == 0
-    assert end_txn_v0(broker.bootstrap, tid, pid, epoch, True) == 0
+    assert end_txn_raw(broker.bootstrap, tid, pid, epoch, True) == 0
     assert read_confluent(broker.bootstrap, topic, 2, 1) == [b"inside"]
 
 
@@ -479,8 +570,9 @@ def test_timed_out_transaction_is_aborted(fresh_broker):
         assert after.producer_id == before.producer_id
     finally:
         a.close()
-    with pytest.raises(KafkaException):
+    with pytest.raises(KafkaException) as exc:
         p.commit_transaction(TIMEOUT)
+    assert exc.value.args[0].code() == KafkaError._FENCED     # its epoch was bumped
     assert read_confluent(b.bootstrap, topic, 1, 0, extra_s=1.5) == []
     assert read_confluent(b.bootstrap, topic, 1, 1, committed=False) == [b"late"]
     # a new producer with the same id works
@@ -561,8 +653,8 @@ def test_garbage_and_odd_transaction_requests_keep_the_broker_serving(broker, ma
                 finally:
                     s.close()
     # well-formed, odd values: error codes, never a dead worker
-    assert add_partitions_v0(broker.bootstrap, tid, -1, -1, topic, [-5]) == {-5: 3}
-    assert end_txn_v0(broker.bootstrap, tid, -1, -1, True) == 49
+    assert add_partitions_raw(broker.bootstrap, tid, -1, -1, topic, [-5]) == {-5: 3}
+    assert end_txn_raw(broker.bootstrap, tid, -1, -1, True) == 49
     resp = raw(broker.bootstrap, 25, 0, _s(tid) + struct.pack(">qh", 1, 0) + _s(""))
     assert struct.unpack_from(">ih", resp, 0)[1] == 24                 # INVALID_GROUP_ID
     find_txn_coordinator(broker.bootstrap, "g", key_type=0)

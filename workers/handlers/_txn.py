@@ -1,6 +1,19 @@
 """Shared plumbing of the transaction API handlers: the worker's transaction coordinator
-(`broker.transactions`, workers/txn/service.py), or the error to answer without one."""
+(`broker.transactions`, workers/txn/service.py), or the error to answer without one, and
+the one place where the coordinator's codes become what a request version may carry.
+
+PRODUCER_FENCED (90, KIP-588) exists from InitProducerId v4, AddPartitionsToTxn v2,
+AddOffsetsToTxn v2 and EndTxn v2 on; older versions get INVALID_PRODUCER_EPOCH (47), as
+Kafka's KafkaApis answers (aiokafka speaks only v0 and knows no error 90; librdkafka
+sends AddPartitionsToTxn/AddOffsetsToTxn v0 and EndTxn v1). TxnOffsetCommit and Produce
+never carry 90: the KIP-890 verifier (workers/txn/service.py `TxnVerifier`) already turns
+it into INVALID_PRODUCER_EPOCH, as Kafka's AddPartitionsToTxnManager does."""
+from mpbroker.protocol import api_keys as K
 from mpbroker.protocol.errors import ErrorCode
+
+# api key -> first version that may answer PRODUCER_FENCED
+PRODUCER_FENCED_SINCE = {K.INIT_PRODUCER_ID: 4, K.ADD_PARTITIONS_TO_TXN: 2,
+                         K.ADD_OFFSETS_TO_TXN: 2, K.END_TXN: 2}
 
 
 def service(broker):
@@ -9,3 +22,10 @@ def service(broker):
     if txn is None:
         return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
     return txn, ErrorCode.NONE
+
+
+def for_version(api_key: int, version: int, code: int) -> int:
+    """The coordinator's error `code` as request version `version` of `api_key` answers it."""
+    if code == ErrorCode.PRODUCER_FENCED and version < PRODUCER_FENCED_SINCE.get(api_key, 0):
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code

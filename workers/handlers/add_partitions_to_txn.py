@@ -5,11 +5,14 @@ same coordinator answer, except partitions of unknown topics
 (UNKNOWN_TOPIC_OR_PARTITION), which make the others OPERATION_NOT_ATTEMPTED, as Kafka
 answers. v4+ (KIP-890, brokers): a batch of transactions, each either added like v0-v3
 or, with `verify_only`, only checked (the partition must already be in the producer's
-ongoing transaction: NONE, else INVALID_TXN_STATE / the producer error). The router sends
-the request (v4+: each transaction) to the worker coordinating its transactional id."""
+ongoing transaction: NONE, else INVALID_TXN_STATE / the producer error). A fenced epoch
+answers PRODUCER_FENCED from v2 on, INVALID_PRODUCER_EPOCH before (`_txn.for_version`).
+The router sends the request (v4+: each transaction) to the worker coordinating its
+transactional id."""
+from mpbroker.protocol import api_keys as K
 from mpbroker.protocol.errors import ErrorCode
 
-from workers.handlers._txn import service
+from workers.handlers._txn import for_version, service
 
 
 def _partitions(topics) -> list[tuple[str, int]]:
@@ -23,7 +26,7 @@ def _results(tps, codes) -> list[dict]:
     return [{"name": t, "results_by_partition": ps} for t, ps in out.items()]
 
 
-async def _one(broker, txn, tid, pid, epoch, topics, verify_only: bool) -> list[dict]:
+async def _one(broker, version, txn, tid, pid, epoch, topics, verify_only) -> list[dict]:
     tps = list(dict.fromkeys(_partitions(topics)))
     md = broker.metadata
     unknown = {(t, p) for t, p in tps
@@ -38,20 +41,21 @@ async def _one(broker, txn, tid, pid, epoch, topics, verify_only: bool) -> list[
     else:
         code = await txn.add_partitions(tid, pid, epoch, tps)
         codes = {tp: code for tp in tps}
+    codes = {tp: for_version(K.ADD_PARTITIONS_TO_TXN, version, c) for tp, c in codes.items()}
     return _results(tps, codes)
 
 
 async def handle(broker, ctx, req):
     txn, _ = service(broker)
     if ctx.api_version < 4:
-        res = await _one(broker, txn, req.get("v3_and_below_transactional_id"),
+        res = await _one(broker, ctx.api_version, txn, req.get("v3_and_below_transactional_id"),
                          req.get("v3_and_below_producer_id", -1),
                          req.get("v3_and_below_producer_epoch", -1),
                          req.get("v3_and_below_topics"), False)
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": res}
     out = []
     for t in req.get("transactions") or ():
-        res = await _one(broker, txn, t["transactional_id"], t["producer_id"],
+        res = await _one(broker, ctx.api_version, txn, t["transactional_id"], t["producer_id"],
                          t["producer_epoch"], t.get("topics"), bool(t.get("verify_only")))
         out.append({"transactional_id": t["transactional_id"], "topic_results": res})
     return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": out}

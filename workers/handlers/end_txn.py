@@ -4,8 +4,13 @@ The answer comes once PrepareCommit/PrepareAbort is in `__transaction_state`; th
 markers and CompleteCommit/CompleteAbort follow in the background
 (workers/txn/service.py). Retries of a finished EndTxn answer NONE, the opposite
 decision INVALID_TXN_STATE, a retry while markers are being written
-CONCURRENT_TRANSACTIONS. Routed to the worker coordinating the transactional id."""
-from workers.handlers._txn import service
+CONCURRENT_TRANSACTIONS, a fenced epoch PRODUCER_FENCED from v2 on and
+INVALID_PRODUCER_EPOCH before. v5 (KIP-890 part 2: the response carries the epoch bumped
+at the end of every transaction) is not served; workers/txn/__init__.py says why.
+Routed to the worker coordinating the transactional id."""
+from mpbroker.protocol import api_keys as K
+
+from workers.handlers._txn import for_version, service
 
 
 async def handle(broker, ctx, req):
@@ -13,4 +18,4 @@ async def handle(broker, ctx, req):
     if txn is not None:
         code = await txn.end_txn(req["transactional_id"], req["producer_id"],
                                  req["producer_epoch"], bool(req["committed"]))
-    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time_ms": 0, "error_code": for_version(K.END_TXN, ctx.api_version, code)}

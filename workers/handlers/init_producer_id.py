@@ -1,15 +1,19 @@
-"""InitProducerId (key 22), v0-v5, without a transactional id (idempotent producers).
+"""InitProducerId (key 22), v0-v5.
 
-A new producer gets a fresh id (from blocks the controller hands out, so ids never
-repeat across restarts) and epoch 0. v3+ may send its current id and epoch to bump the
-epoch after an error (KIP-360): the same id comes back with epoch + 1, or a new id when
-the epoch would overflow. A request naming a transactional id is routed to the worker
-coordinating it and answered by its transaction coordinator
+Without a transactional id (idempotent producers) every request gets a fresh producer id
+(from blocks the controller hands out, so ids never repeat across restarts) and epoch 0,
+whatever producer id and epoch a v3+ request carries: as Kafka's TransactionCoordinator
+does, the epoch of an id is never bumped on a client's word alone (anyone could fence
+another producer's id that way); a KIP-360 idempotent producer that asks for a bump
+simply continues under the new id. A request naming a transactional id is routed to the
+worker coordinating it and answered by its transaction coordinator
 (`broker.transactions.init_producer_id`, workers/txn/service.py: epoch bump, fencing of
-an ongoing transaction, producer id rotation, KIP-360 checks)."""
+an ongoing transaction, producer id rotation, KIP-360 checks); its PRODUCER_FENCED
+becomes INVALID_PRODUCER_EPOCH below v4 (`_txn.for_version`)."""
+from mpbroker.protocol import api_keys as K
 from mpbroker.protocol.errors import ErrorCode
 
-MAX_EPOCH = 32767
+from workers.handlers._txn import for_version
 
 
 async def handle(broker, ctx, req):
@@ -19,10 +23,8 @@ async def handle(broker, ctx, req):
         if txn is None:
             resp["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
             return resp
-        return await txn.init_producer_id(ctx, req)
-    pid, epoch = req.get("producer_id", -1), req.get("producer_epoch", -1)
-    if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
-        resp["producer_id"], resp["producer_epoch"] = pid, epoch + 1
+        resp = await txn.init_producer_id(ctx, req)
+        resp["error_code"] = for_version(K.INIT_PRODUCER_ID, ctx.api_version, resp["error_code"])
         return resp
     resp["producer_id"] = await broker.next_producer_id()
     resp["producer_epoch"] = 0

@@ -7,8 +7,9 @@ OffsetFetch only after the COMMIT marker lands on that partition, dropped on ABO
 the transaction coordinator is asked (KIP-890 part 1, `broker.txn_verifier`, unless
 `transaction.partition.verification.enable` is false) whether
 AddOffsetsToTxn put that partition in the producer's ongoing transaction at this epoch:
-otherwise INVALID_TXN_STATE / PRODUCER_FENCED / INVALID_PRODUCER_EPOCH for every
-partition, and retriable coordinator states COORDINATOR_LOAD_IN_PROGRESS."""
+otherwise INVALID_TXN_STATE, or INVALID_PRODUCER_EPOCH for a fenced epoch (never
+PRODUCER_FENCED, at any version, as in Kafka), for every partition, and retriable
+coordinator states COORDINATOR_LOAD_IN_PROGRESS."""
 import inspect
 
 from mpbroker.protocol.errors import ErrorCode
