@@ -1,20 +1,26 @@
 """Storage benchmark: the log engine against the raw limits of the same disk, in one run.
 
-    python loadtest/bench_storage.py [--dir D] [--mib 128] [--rounds 3]
+    python -m loadtest.bench_storage [--dir D] [--mib 128] [--rounds 3]
                                      [--recovery-mib 64]   # 1024 for the 1 GiB segment
 
-Prints, per measurement, the median over `--rounds` of mpbroker's rate, the raw rate
-of the same bytes on the same disk, and their ratio:
+Prints, per measurement, the median over `--rounds` of mpbroker's rate, the median
+raw rate of the same bytes on the same disk, and the ratio of the two medians:
 
-* append MB/s (1 KiB, 16 KiB, 1 MiB batches; CRC validation, offset assignment in
-  place, copy into the mmap'd segment, rolls, final flush) vs plain sequential
-  `os.write` of the same bytes plus one fsync;
-* read MB/s: `Log.read` slices sent with `sendfile` to a loopback TCP socket vs
-  `sendfile` of a plain file of the same size in the same chunk size;
+* append MB/s (1 KiB, 16 KiB, 1 MiB batches, `--mib` per round; CRC validation,
+  offset assignment in place, the write into the active segment (map copy, or pwrite
+  for large batches, storage/segment.py) with its disk preallocation, a roll every
+  256 MiB, final flush; opening the log is not timed) vs plain sequential `os.write`
+  of the same bytes to a new file plus one fsync;
+* read MB/s: `Log.read` slices (1 MiB at a time) sent with `sendfile` to a loopback
+  TCP socket vs `sendfile` of a plain file holding the same bytes, in the same chunk
+  size, to the same socket.  Both files were just written, so this measures the page
+  cache and the loopback, not the disk;
 * offset lookups/s (`Log.read(random offset, 1)`: segment bisect + index search +
   header scan) vs a bisect over a Python list of the batch offsets;
-* recovery of one segment of `--recovery-mib` (framing + CRC-32C of every batch,
-  index rebuild) vs reading the file and computing CRC-32C over it in 1 MiB chunks.
+* recovery of one segment of `--recovery-mib` after an unclean close (`Log.open`:
+  framing + CRC-32C of every batch, index rebuild, the preallocated tail cut) vs
+  reading the file and computing CRC-32C over it in 1 MiB chunks (page cache warm
+  for both).  Needs about `--recovery-mib` + 16 MiB free in the directory.
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ A notification is one datagram of newline-separated `KEY=VALUE` assignments, UTF
     RELOADING=1               a reload began; READY=1 ends it. MONOTONIC_USEC=<CLOCK_MONOTONIC
                               in microseconds> goes with it (required by Type=notify-reload)
     STOPPING=1                shutdown began
+    EXTEND_TIMEOUT_USEC=<usec>  (systemd >= 236) the current state (here: stopping) may
+                              go on this long from now, even past TimeoutStopSec; it
+                              never shortens the unit's timeout
     MAINPID=<pid>             the service's main process, when it is not the sender
 
 The watchdog interval comes in `WATCHDOG_USEC` (microseconds); `WATCHDOG_PID`, when set,
@@ -130,8 +133,13 @@ class Notifier:
     def reloading(self) -> bool:
         return self.notify(RELOADING=1, MONOTONIC_USEC=monotonic_usec())
 
-    def stopping(self, status: str | None = None) -> bool:
-        return self.notify(STOPPING=1, **({"STATUS": status} if status else {}))
+    def stopping(self, status: str | None = None, extend_timeout_usec: int | None = None) -> bool:
+        fields = {"STOPPING": 1}
+        if status:
+            fields["STATUS"] = status
+        if extend_timeout_usec:
+            fields["EXTEND_TIMEOUT_USEC"] = int(extend_timeout_usec)
+        return self.notify(**fields)
 
     def close(self) -> None:
         if self._sock is not None:

@@ -28,8 +28,10 @@ Heartbeats: an anonymous shared mmap (`HeartbeatTable`) created before any fork,
 slot per child: (state, monotonic time of the last beat). A child marks itself READY
 once it serves, then a task on its event loop beats every `timeout/4`. The supervisor
 kills (SIGKILL) a READY child whose beat is older than `worker.heartbeat.timeout.ms`: a
-loop that is blocked or a process that is stopped stops beating. While a child boots
-(log recovery can take long) it is not timed; `TimeoutStartSec` bounds the first boot.
+loop that is blocked or a process that is stopped stops beating. A booting worker does
+not beat (log recovery runs before its loop); it is killed when it has not served
+`worker.start.timeout.ms` after its fork (a first start or a respawn alike), which
+counts as a boot failure.
 
 Crash loops: a child that fails before it is READY exits with `WORKER_BOOT_ERROR`; the
 supervisor respawns it with a growing delay and gives up (exit 1, with a message) after
@@ -42,12 +44,16 @@ The controller is not respawned: its death stops the broker (exit 1) and systemd
 Signals: the handlers only queue the signal and wake the main loop through a pipe; the
 loop dispatches to `handle_<name>`.
 
-* SIGTERM: controlled shutdown. In cluster mode (`zookeeper.connect`) first the
-  controller process asks the active controller to move this broker's leaderships
-  (ControlledShutdown; it marks its heartbeat slot CS_DONE when done). STOPPING=1; SIGTERM to the workers (each stops accepting,
-  finishes requests in flight, flushes, writes the clean-shutdown markers, exits 0);
-  SIGKILL for any worker still there after `worker.shutdown.timeout.ms`; then the
-  controller. Exit 0 when every child stopped cleanly.
+* SIGTERM: controlled shutdown. STOPPING=1 to systemd first (with EXTEND_TIMEOUT_USEC,
+  the worst case `stop_budget_s`, so that a config with longer limits than the unit's
+  TimeoutStopSec is not killed half way). In cluster mode (`zookeeper.connect`) the
+  controller process then asks the active controller to move this broker's leaderships
+  (ControlledShutdown; it marks its heartbeat slot CS_DONE when done); then SIGTERM to
+  the workers (each stops accepting, finishes requests in flight, flushes, writes the
+  clean-shutdown markers, exits 0); SIGKILL for any worker still there after
+  `worker.shutdown.timeout.ms`; then the controller. Exit 0 when every child stopped
+  cleanly. Every wait of the supervisor (`sleep`) pings the watchdog, stopping included:
+  systemd keeps the watchdog armed while a unit stops.
 * SIGINT: fast stop (workers get SIGINT: 0.5 s to drain, then flush), bounded the same way.
 * SIGHUP: reload the config file: dynamic keys (and `log.level`) are applied to the
   controller and the workers; changed static keys are logged as needing a restart.
@@ -95,7 +101,25 @@ DEFAULTS_MS = {
 }
 DEFAULT_BOOT_MAX_FAILURES = 3
 DEFAULT_RESTART_MAX = 10
+DEFAULT_START_TIMEOUT_MS = 300000
 SYNC_CALL_TIMEOUT_S = 30.0
+# One ControlledShutdown attempt of the controller process: its request timeout (30 s)
+# and slack; `controlled.shutdown.max.retries` attempts, `retry.backoff.ms` apart.
+CONTROLLED_SHUTDOWN_ATTEMPT_S = 35.0
+CONTROLLER_STOP_S = 5.0           # SIGTERM to the controller process, then SIGKILL
+
+
+def stop_budget_s(cfg) -> float:
+    """The longest a SIGTERM stop can take with `cfg`: the cluster controlled shutdown
+    (retries x (backoff + one attempt)), the workers' `worker.shutdown.timeout.ms`, the
+    controller's stop. conf/mpbroker.service's TimeoutStopSec covers it for the defaults."""
+    total = int_key(cfg, "worker.shutdown.timeout.ms",
+                    DEFAULTS_MS["worker.shutdown.timeout.ms"]) / 1000 + CONTROLLER_STOP_S
+    if cfg.uses_zookeeper and cfg["controlled.shutdown.enable"]:
+        retries = max(1, cfg["controlled.shutdown.max.retries"])
+        total += retries * (cfg["controlled.shutdown.retry.backoff.ms"] / 1000
+                            + CONTROLLED_SHUTDOWN_ATTEMPT_S)
+    return total
 
 
 class SupervisorError(Exception):
@@ -749,6 +773,7 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
             state["ready"] = True
             client.notify("placement_applied", (worker_id, broker.placement.revision))
             heartbeats.beat(1 + worker_id)
+            log_recovery(worker_id, broker)
             log.info("worker %d (pid %d) serving on %s:%d", worker_id, os.getpid(), *listen)
             loop.create_task(heartbeat_loop(heartbeats, 1 + worker_id, heartbeat_interval_s))
 
@@ -762,6 +787,17 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
             log.error("worker %d failed to boot: %s", worker_id, e, exc_info=True)
             return WORKER_BOOT_ERROR
         raise
+
+
+def log_recovery(worker_id: int, broker) -> None:
+    """What opening this worker's logs took: Kafka's LogManager says whether it skipped
+    recovery (clean-shutdown marker found) or recovered; here per worker, counted."""
+    hosted = list(broker.partitions.values()) + list(broker.followers.values())
+    recovered = sorted(f"{p.topic}-{p.index}" for p in hosted if p.log.recovered)
+    log.info("worker %d: skipped recovery of %d logs (clean shutdown), recovered %d logs%s",
+             worker_id, len(hosted) - len(recovered), len(recovered),
+             f" ({', '.join(recovered[:10])}{', ...' if len(recovered) > 10 else ''})"
+             if recovered else "")
 
 
 # ============================================================================ supervisor
@@ -800,6 +836,7 @@ class Supervisor:
         self.deaths: list[float] = []
         self.announced = False
         self.stopping = False
+        self.stop_notified = False
         self.sig_queue: list[int] = []
         self.reserve: socket.socket | None = None
         self.listen = ("0.0.0.0", 0)
@@ -825,6 +862,8 @@ class Supervisor:
         self.restart_max = int_key(cfg, "worker.restart.max", DEFAULT_RESTART_MAX)
         self.restart_window_s = int_key(cfg, "worker.restart.window.ms",
                                         DEFAULTS_MS["worker.restart.window.ms"]) / 1000
+        self.start_timeout_s = int_key(cfg, "worker.start.timeout.ms",
+                                       DEFAULT_START_TIMEOUT_MS) / 1000
         self.beat_interval_s = max(0.05, min(1.0, self.heartbeat_timeout_s / 4))
         self.watchdog_s = sdnotify.watchdog_usec() / 2e6
 
@@ -910,6 +949,7 @@ class Supervisor:
         except OSError as e:
             if e.errno not in (errno.EAGAIN, errno.EINTR):
                 raise
+        self.ping_watchdog()      # every wait, also those of a stop (they are bounded)
 
     # ------------------------------------------------------------------ signals
     def install_signals(self) -> None:
@@ -932,6 +972,7 @@ class Supervisor:
             self.pipe = None
 
     def handle_term(self) -> None:
+        self.notify_stopping("SIGTERM: controlled shutdown")
         if self.cfg.uses_zookeeper and self.cfg["controlled.shutdown.enable"]:
             self.cluster_controlled_shutdown()
         raise SupervisorError(0, "SIGTERM: controlled shutdown")
@@ -945,7 +986,7 @@ class Supervisor:
             return
         retries = max(1, self.cfg["controlled.shutdown.max.retries"])
         backoff_s = self.cfg["controlled.shutdown.retry.backoff.ms"] / 1000
-        deadline = time.monotonic() + retries * (backoff_s + 35.0)
+        deadline = time.monotonic() + retries * (backoff_s + CONTROLLED_SHUTDOWN_ATTEMPT_S)
         self.notifier.status("controlled shutdown")
         try:
             ctl.link.send({"op": "controlled_shutdown"})
@@ -964,6 +1005,14 @@ class Supervisor:
 
     def handle_int(self) -> None:
         raise SupervisorError(0, "SIGINT: fast stop", graceful=False)
+
+    def notify_stopping(self, status: str) -> None:
+        """STOPPING=1 once, with the worst case of the stop as EXTEND_TIMEOUT_USEC."""
+        if self.stop_notified:
+            return
+        self.stop_notified = True
+        self.notifier.stopping(status=status,
+                               extend_timeout_usec=int(stop_budget_s(self.cfg) * 1e6))
 
     def handle_chld(self) -> None:
         pass
@@ -1177,18 +1226,24 @@ class Supervisor:
     def murder_hung(self) -> None:
         now = time.monotonic()
         for child in list(self.children.values()):
+            if child.killed is not None:
+                continue
             last = self.check_ready(child)
             if last is None:
-                continue
-            if child.killed is None and now - last > self.heartbeat_timeout_s:
-                child.killed = f"no heartbeat for {now - last:.1f}s"
-                log.error("%s %s (pid %d) hung: no heartbeat for %.1fs; killing it",
-                          child.kind, "" if child.worker_id < 0 else child.worker_id,
-                          child.pid, now - last)
-                try:
-                    os.kill(child.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                if child.kind == "worker" and now - child.started > self.start_timeout_s:
+                    self.murder(child, f"did not serve within {self.start_timeout_s:g}s "
+                                       f"of its start")
+            elif now - last > self.heartbeat_timeout_s:
+                self.murder(child, f"no heartbeat for {now - last:.1f}s")
+
+    def murder(self, child: Child, why: str) -> None:
+        child.killed = why
+        log.error("%s %s (pid %d) hung: %s; killing it", child.kind,
+                  "" if child.worker_id < 0 else child.worker_id, child.pid, why)
+        try:
+            os.kill(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def manage_workers(self) -> None:
         now = time.monotonic()
@@ -1254,7 +1309,7 @@ class Supervisor:
         if self.stopping:
             return 1
         self.stopping = True
-        self.notifier.stopping(status=reason or "stopping")
+        self.notify_stopping(reason or "stopping")
         log.info("stopping (%s)", reason or ("graceful" if graceful else "fast"))
         clean = True
         workers = [c for c in self.children.values() if c.kind == "worker"]

@@ -33,6 +33,7 @@ missing_apt_packages() {
   [ -x /usr/share/zookeeper/bin/zkServer.sh ] || command -v zkServer.sh >/dev/null 2>&1 \
     || missing+=(zookeeper)
   command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+  command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)   # verifies the unit
   python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
   echo "${missing[@]:-}"
 }

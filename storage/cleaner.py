@@ -8,10 +8,14 @@ What a pass does (Kafka's LogCleaner, one log at a time, run by the owning worke
 2. Offset map: for the *dirty* part (from the cleaner checkpoint to the end of the
    range) map `blake2b-128(key) -> latest offset`.  The map holds at most
    `max_map_entries` keys (bounded memory, like Kafka's dedupe buffer); when it fills
-   up, this pass only cleans up to the offset where it filled.
+   up, the map ends at the first record that did not fit (Kafka: the map's latest
+   offset + 1), and this pass cleans only the segments that start below that offset
+   and moves the checkpoint there.
 3. Rewrite: segments of the cleanable range, in groups whose total size fits in
    `segment.bytes`, are copied into one `<base>.log.cleaned` segment keeping for each
-   key only its latest record (records above the map's range are all kept).  Offsets
+   key only its latest record (records above the map's range are all kept) and no
+   record without a key (Kafka's cleaner drops them as invalid: a topic that was
+   `delete` before and `compact` now, or a follower's copy).  Offsets
    never change: a batch keeps its base offset, last offset delta, producer id/epoch
    and base sequence; its surviving records are re-encoded with the same codec, or
    the batch bytes are copied as they are when nothing in it changes.  A batch left
@@ -33,6 +37,23 @@ at a time) and returns, keeping its place, so the worker's event loop can interl
 appends and fetches; appends never wait for a whole pass.  If retention or truncation
 removes a segment that a pass is working on, the pass is abandoned and restarts.
 
+Uncleanable logs.  The produce hot path does not walk records (storage/convert.py),
+so a batch whose records contradict its header (a wrong count inside a compressed
+batch, say) is first found here.  Such a log is marked uncleanable, as in Kafka's
+LogCleanerManager: the pass is abandoned (its `.cleaned` output deleted) and the
+error logged once.  Kafka leaves it uncleanable until the partition moves or the
+broker restarts; here it is retried after `backoff_ms`, doubled after each failure in
+a row up to `MAX_BACKOFF_FACTOR` times (retention, DeleteRecords or a truncation may
+have removed the bad batch meanwhile).  Nothing is raised to the worker.
+
+Per worker (`CleanerManager`, Kafka's LogCleaner with one thread): the worker's
+compacted logs are cleaned one pass at a time, dirtiest first, so the one offset map
+alive is bounded by the worker's share of `log.cleaner.dedupe.buffer.size` (split
+evenly between the workers, as Kafka splits it between cleaner threads; an entry costs
+`MAP_ENTRY_BYTES` in CPython, and `log.cleaner.io.buffer.load.factor` of the buffer
+is used).  With nothing to clean it looks again after `log.cleaner.backoff.ms`;
+`log.cleaner.enable=false` turns compaction off.
+
 Transactions (Kafka's CleanedTransactionMetadata, simplified):
 
 * the cleanable range also ends at the log's first unstable offset: an open (or not
@@ -53,20 +74,30 @@ Transactions (Kafka's CleanedTransactionMetadata, simplified):
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
+import logging
 import os
 import time
 from typing import Callable
 
-import bisect
-
 from storage.batch import LOG_APPEND_TIME, BatchBuilder
 from storage.checkpoint import CheckpointError, OffsetCheckpoint
-from storage.errors import InvalidRecordError
+from storage.errors import InvalidRecordError, StorageError
 from storage.index import INT32_MAX
 from storage.log import CLEANER_CHECKPOINT_FILE
 from storage.producer_state import read_end_txn_marker
 from storage.segment import CLEANED_SUFFIX, LogSegment
+
+log = logging.getLogger(__name__)
+
+MAP_ENTRY_BYTES = 137           # measured: dict slot + 16-byte digest + int, CPython 3.11
+MAX_BACKOFF_FACTOR = 64
+
+
+def map_entries_for(buffer_bytes: int, load_factor: float = 0.9) -> int:
+    """Offset map entries that `buffer_bytes` of dedupe buffer hold."""
+    return max(1, int(buffer_bytes * load_factor) // MAP_ENTRY_BYTES)
 
 
 def key_hash(key: bytes) -> bytes:
@@ -101,15 +132,18 @@ class LogCleaner:
     """Compaction of one `Log`; the log's owner calls `clean_step` from its loop."""
 
     def __init__(self, log, *, max_map_entries: int = 1_000_000,
-                 timer: Callable[[], float] = time.monotonic):
+                 timer: Callable[[], float] = time.monotonic, backoff_ms: int = 15_000):
         self.log = log
         self.max_map_entries = max_map_entries
         self.timer = timer
+        self.backoff_ms = backoff_ms
         self.checkpoint_file = OffsetCheckpoint(os.path.join(log.dir, CLEANER_CHECKPOINT_FILE))
         self.first_dirty_offset = 0
         self._load_checkpoint()
         self._reset_pass()
         self.passes_completed = 0
+        self.failures = 0               # failed passes in a row (uncleanable while > 0)
+        self.retry_at_ms = 0            # an uncleanable log is not looked at before this
 
     # -- scheduling -------------------------------------------------------------------
 
@@ -161,18 +195,35 @@ class LogCleaner:
         return dirty / total if total else 0.0
 
     def needs_cleaning(self, now_ms: int | None = None) -> bool:
+        return self.cleaning_priority(now_ms) is not None
+
+    def cleaning_priority(self, now_ms: int | None = None) -> float | None:
+        """The dirty ratio when a pass is due (higher = dirtier), else None."""
         c = self.log.config
-        if not c.compact:
-            return False
+        if not c.compact or self.log.closed:
+            return None
         now = self.log.clock() if now_ms is None else now_ms
-        if self.dirty_ratio(now) >= c.min_cleanable_dirty_ratio and self.dirty_ratio(now) > 0:
-            return True
+        if now < self.retry_at_ms:
+            return None
+        ratio = self.dirty_ratio(now)
+        if ratio >= c.min_cleanable_dirty_ratio and ratio > 0:
+            return ratio
         first = self.log.segments[0]
-        return (len(self.log.segments) > 1 and first.read_next_offset() > self.first_dirty_offset
-                and now - first.largest_timestamp > c.max_compaction_lag_ms)
+        if len(self.log.segments) > 1 and first.read_next_offset() > self.first_dirty_offset \
+                and now - first.largest_timestamp > c.max_compaction_lag_ms:
+            return ratio
+        return None
 
     def clean_step(self, budget_ms: float = 5.0) -> bool:
-        """Work for about `budget_ms`; True while a pass is in progress."""
+        """Work for about `budget_ms`; True while a pass is in progress.  A log whose
+        data cannot be cleaned becomes uncleanable for a while (module docstring)."""
+        try:
+            return self._clean_step(budget_ms)
+        except Exception as e:      # noqa: BLE001 - a bad log must not stop the worker
+            self._mark_uncleanable(e)
+            return False
+
+    def _clean_step(self, budget_ms: float) -> bool:
         deadline = self.timer() + budget_ms / 1000.0
         if self._phase == "idle":
             self._load_checkpoint()
@@ -188,6 +239,17 @@ class LogCleaner:
             elif self._phase == "copy":
                 self._copy_step(deadline)
         return self._phase != "idle"
+
+    def _mark_uncleanable(self, error: Exception) -> None:
+        self._segs = []
+        self._reset_pass()
+        self.failures += 1
+        factor = min(2 ** (self.failures - 1), MAX_BACKOFF_FACTOR)
+        self.retry_at_ms = self.log.clock() + self.backoff_ms * factor
+        if self.failures == 1:      # once per streak: the same error would repeat
+            expected = isinstance(error, (StorageError, OSError))
+            log.warning("%s is uncleanable (retried after %d ms, then less often): %s",
+                        self.log.dir, self.backoff_ms, error, exc_info=not expected)
 
     def clean_all(self) -> None:
         """One whole pass (tests, offline tools)."""
@@ -231,8 +293,9 @@ class LogCleaner:
                     break
                 if batch.last_offset >= start and not batch.is_control \
                         and not self._is_aborted(batch):
-                    if not self._map_batch(batch):
-                        self._map_end = batch.base_offset      # map full: stop here
+                    full_at = self._map_batch(batch)
+                    if full_at is not None:
+                        self._map_end = full_at         # map full: it ends there
                         self._begin_copy()
                         return
                 pos += batch.size
@@ -242,20 +305,22 @@ class LogCleaner:
             i, pos = i + 1, 0
         self._begin_copy()
 
-    def _map_batch(self, batch) -> bool:
+    def _map_batch(self, batch) -> int | None:
+        """Put the batch's keys; the offset of the first record that did not fit, or
+        None.  The batch is decoded whole first, so a bad one changes nothing."""
         records = list(batch.records())
         for r in records:
             if r.key is not None and r.offset >= self.log.log_start_offset:
                 if not self._map.put(r.key, r.offset):
-                    return False
-        return True
+                    return r.offset
+        return None
 
     def _begin_copy(self) -> None:
         groups, cur, size = [], [], 0
         limit = self.log.config.segment_bytes
         for seg in self._segs:
-            if seg.base_offset >= self._map_end and seg.base_offset >= self._end:
-                break
+            if seg.base_offset >= self._map_end:
+                break               # not indexed by this pass's map (Kafka: the same)
             fits = cur and size + seg.size <= limit and \
                 seg.read_next_offset() - 1 - cur[0].base_offset <= INT32_MAX
             if cur and not fits:
@@ -317,6 +382,8 @@ class LogCleaner:
         self._segs = []
         self._reset_pass()
         self.passes_completed += 1
+        self.failures = 0
+        self.retry_at_ms = 0
 
     # -- filtering one batch ----------------------------------------------------------
 
@@ -390,7 +457,9 @@ class LogCleaner:
         for r in records:
             if r.offset < self.log.log_start_offset:
                 continue
-            if r.key is not None and r.offset < self._map_end and self._map.get(r.key) > r.offset:
+            if r.key is None:
+                continue                        # Kafka drops keyless records here
+            if r.offset < self._map_end and self._map.get(r.key) > r.offset:
                 continue
             if r.value is None and drop_tombstones:
                 continue
@@ -450,3 +519,63 @@ class LogCleaner:
             return False
         e = self.log.producer_state.last_entry(batch.producer_id)
         return e is not None and e.last_offset == batch.last_offset
+
+
+class CleanerManager:
+    """The compaction of every compacted log of one worker (module docstring): one
+    pass at a time, the dirtiest log first; the owner calls `step` from its loop."""
+
+    def __init__(self, *, max_map_entries: int, backoff_ms: int = 15_000,
+                 enabled: bool = True, timer: Callable[[], float] = time.monotonic):
+        self.max_map_entries = max_map_entries
+        self.backoff_ms = backoff_ms
+        self.enabled = enabled
+        self.timer = timer
+        self.cleaners: dict = {}        # key -> LogCleaner (no map while idle)
+        self.current = None             # the key whose pass is in progress
+        self.next_check_ms = 0          # nothing was due: look again from then
+
+    def step(self, logs: dict, now_ms: int, budget_ms: float = 5.0) -> bool:
+        """One slice of about `budget_ms` for the log being cleaned, choosing one
+        first when none is.  `logs`: key -> Log, all the worker owns.  True while a
+        pass is in progress."""
+        if not self.enabled:
+            return False
+        if self.current is None:
+            if now_ms < self.next_check_ms:
+                return False
+            self.current = self._filthiest(logs, now_ms)
+            if self.current is None:
+                self.next_check_ms = now_ms + self.backoff_ms
+                return False
+        cleaner = self.cleaners.get(self.current)
+        if cleaner is None or logs.get(self.current) is not cleaner.log:
+            self.current = None         # the partition went away or was reopened
+            return False
+        if cleaner.clean_step(budget_ms):
+            return True
+        self.current = None
+        return False
+
+    def forget(self, key) -> None:
+        """The worker closed or deleted the log of `key`."""
+        self.cleaners.pop(key, None)
+        if self.current == key:
+            self.current = None
+
+    def _filthiest(self, logs: dict, now_ms: int):
+        for key in [k for k, c in self.cleaners.items() if logs.get(k) is not c.log]:
+            del self.cleaners[key]
+        best, best_ratio = None, -1.0
+        for key, lg in logs.items():
+            if lg.closed or not lg.config.compact:
+                continue
+            cleaner = self.cleaners.get(key)
+            if cleaner is None:
+                cleaner = self.cleaners[key] = LogCleaner(
+                    lg, max_map_entries=self.max_map_entries, timer=self.timer,
+                    backoff_ms=self.backoff_ms)
+            ratio = cleaner.cleaning_priority(now_ms)
+            if ratio is not None and ratio > best_ratio:
+                best, best_ratio = key, ratio
+        return best

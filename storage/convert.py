@@ -5,7 +5,8 @@ Produce (`prepare_produce(records, version, config, now_ms)`):
 
 * Produce v3+ must carry magic v2 batches (anything else: INVALID_RECORD, raised by
   `Log.append`); v3-v6 may not use zstd (UNSUPPORTED_COMPRESSION_TYPE, as Kafka's
-  ProduceRequest.validateRecords).
+  ProduceRequest.validateRecords).  A magic-2 payload, of any Produce version, holds
+  exactly one batch (`check_one_batch`, INVALID_RECORD otherwise, as Kafka).
 * Produce v0-v2 may carry magic 0/1 message sets (Kafka keeps accepting v2 batches
   there too). A message set is validated (CRC-32 of every message, wrapper and inner,
   inner magic = wrapper magic, no nested compression, lengths; top-level messages
@@ -73,13 +74,31 @@ Kafka needs to look inside:
 
 v2 batches from magic-2 clients with compression.type=producer on a non-compacted
 topic, compressed or not, CreateTime or LogAppendTime, do no per-record work:
-`prepare_produce` returns the request buffer untouched after one config lookup
-(0.2-0.3 us; the before/after difference of the append itself is within the noise).
+`prepare_produce` returns the request buffer untouched after one config lookup and
+one length read (`check_one_batch`; 0.2-0.3 us; the before/after difference of the
+append itself is within the noise).  What the hot path does check, from the 61-byte
+header alone (Log.append):
+
+* framing, magic 2, CRC-32C, the codec id, record count = last offset delta + 1 > 0,
+  no control batch, a sequence with a producer id, `max.message.bytes`, exactly one
+  batch per partition;
+* timestamps, on a CreateTime topic: the topic's `message.timestamp.type` wins over
+  the batch's attribute bit (a client's LogAppendTime bit is reset to CreateTime in
+  place, CRC recomputed, as Kafka's LogValidator does), and the before/after bounds
+  are checked on `max_timestamp` and on `base_timestamp` (the first record's);
+  on a LogAppendTime topic the broker writes the time in the header.
+
 What that leaves unchecked, unlike Kafka's LogValidator: the inner structure of
-records whose batch CRC matched (the CRC covers them; a client that writes a wrong
-record behind a right CRC corrupts only what its own consumers read), and timestamps
-other than the batch's max_timestamp (the before/after bounds are checked on
-max_timestamp only).
+records whose batch CRC matched (record count, offset deltas, varint framing: the CRC
+covers them, so only the client that wrote them suffers), and the timestamps of
+records other than the first (a record between base and max, or below base through a
+negative delta, is not bounds-checked).  The header fields are trusted as stated:
+ListOffsets by timestamp, the time index, retention.ms and segment.ms rolls read
+`max_timestamp`; compaction, fetch and recovery read base offset + last offset delta
+and the record count.  A batch whose records contradict its header is found only by
+the code that walks records (compaction, down-conversion, timestamp lookups): that
+code answers a storage error for the partition instead of crashing, and compaction
+marks the partition uncleanable for a while (storage/cleaner.py).
 """
 from __future__ import annotations
 
@@ -87,9 +106,9 @@ import struct
 from typing import Optional
 
 from storage import codecs, legacy
-from storage.batch import (DEFAULT_MAX_UNCOMPRESSED_BYTES, LOG_OVERHEAD, MAGIC,
-                           NO_TIMESTAMP, BatchBuilder, RecordBatch, batch_magic,
-                           iter_batches)
+from storage.batch import (BATCH_LENGTH_OFFSET, DEFAULT_MAX_UNCOMPRESSED_BYTES,
+                           LOG_OVERHEAD, MAGIC, NO_TIMESTAMP, BatchBuilder, RecordBatch,
+                           batch_magic, iter_batches)
 from storage.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
                             MessageTooLargeError, StorageError,
                             UnsupportedCompressionTypeError)
@@ -102,6 +121,7 @@ _LEVEL_FIELD = {codecs.GZIP: "compression_gzip_level", codecs.LZ4: "compression_
 _CODEC_OF_TYPE = {"uncompressed": codecs.NONE, "none": codecs.NONE, "gzip": codecs.GZIP,
                   "snappy": codecs.SNAPPY, "lz4": codecs.LZ4, "zstd": codecs.ZSTD}
 _ENTRY_HEADER = struct.Struct(">qi")
+_I32 = struct.Struct(">i")
 ZSTD_MIN_PRODUCE_VERSION = 7
 ZSTD_MIN_FETCH_VERSION = 10
 
@@ -147,9 +167,10 @@ def prepare_produce(records, version: int, config, now_ms: int):
     Returns `records` itself on the hot path (see the module docstring), else a new
     writable bytearray. Raises StorageError subclasses (their `code` is the answer).
     """
+    check_one_batch(records, version)
     ctype = getattr(config, "compression_type", PRODUCER)
     if version >= ZSTD_MIN_PRODUCE_VERSION and ctype == PRODUCER:
-        return records                                  # the hot path: nothing to do
+        return records                                  # the hot path: nothing more
     magic = batch_magic(records)
     if magic < 0:
         raise CorruptRecordError("produce payload of %d bytes is not a batch" % len(records))
@@ -173,6 +194,22 @@ def prepare_produce(records, version: int, config, now_ms: int):
     if not rebuild:
         return records
     return bytearray(b"".join(recompress_batch(b, config) for b in batches))
+
+
+def check_one_batch(records, version: int) -> None:
+    """A magic-2 payload holds exactly one batch (Kafka: ProduceRequest.validateRecords
+    for v3+, LogValidator's "more than one batch" check for every version), else
+    INVALID_RECORD.  One length field is read: the hot path stays O(1).  Trailing bytes
+    that are not a whole second batch are refused the same way (Kafka trims a partial
+    one silently; Log.append would answer CORRUPT_MESSAGE)."""
+    if batch_magic(records) != MAGIC:
+        return                          # legacy sets and short payloads: checked later
+    (batch_length,) = _I32.unpack_from(records, BATCH_LENGTH_OFFSET)
+    if 0 <= batch_length < len(records) - LOG_OVERHEAD:
+        raise InvalidRecordError("Produce requests with version %d are only allowed to "
+                                 "contain exactly one record batch (%d bytes follow the "
+                                 "first)" % (version,
+                                             len(records) - LOG_OVERHEAD - batch_length))
 
 
 def recompress_batch(batch: RecordBatch, config) -> bytes:

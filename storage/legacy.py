@@ -42,6 +42,7 @@ _LOG_HEADER = struct.Struct(">qi")
 _PREFIX = struct.Struct(">IbB")         # crc, magic, attributes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
 
 
 class LegacyRecord(NamedTuple):
@@ -153,7 +154,11 @@ def _open_wrapper(wrapper, codec, timestamp_type, max_uncompressed_bytes):
         if message.attributes & CODEC_MASK:
             raise InvalidRecordError("inner messages must not be compressed")
         timestamp = wrapper.timestamp if timestamp_type == 1 else message.timestamp
-        yield LegacyRecord(base + message.offset, timestamp, message.key, message.value,
+        offset = base + message.offset
+        if not _INT64_MIN <= offset <= _INT64_MAX:      # relative offsets of a bad wrapper
+            raise InvalidRecordError("inner message offset %d is out of the int64 range"
+                                     % offset)
+        yield LegacyRecord(offset, timestamp, message.key, message.value,
                            message.magic, codec, timestamp_type)
 
 

@@ -20,10 +20,13 @@ after every change); batch offsets strictly increase across segments; a segment'
 offset is <= its first batch's offset and > the previous segment's last offset.
 
 Appends (`append`): each batch is framed, CRC-checked and (leader appends) checked
-against the client rules; the idempotent producer state decides duplicate / out of
-order / fenced; then the base offset, the partition leader epoch and, with
+against the client rules, the timestamps of a CreateTime topic against its bounds
+(header fields only; a client's LogAppendTime bit is reset there, see
+storage/convert.py); the idempotent producer state decides duplicate / out of order /
+fenced (only a single-batch append can be a duplicate: its original offsets and
+append time are answered); then the base offset, the partition leader epoch and, with
 `message.timestamp.type=LogAppendTime`, the timestamp are written *in place* in the
-caller's buffer, and the bytes are copied once into the active segment's map.
+caller's buffer, and the bytes are copied once into the active segment.
 Follower appends (`assign_offsets=False`) keep the leader's offsets and epochs and
 must not go backwards.  The active segment rolls on `segment.bytes`, `segment.ms`
 (+jitter), a full index, or an offset that does not fit the int32 relative range.
@@ -71,8 +74,9 @@ import time
 from dataclasses import dataclass, fields
 from typing import Callable, NamedTuple
 
-from storage.batch import (LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_MASK,
-                           build_control_batch, iter_batches)
+from storage.batch import (CREATE_TIME, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC,
+                           NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, build_control_batch,
+                           iter_batches)
 from storage.checkpoint import (CheckpointError, OffsetCheckpoint, PartitionCheckpoints,
                                atomic_write, fsync_dir)
 from storage.epoch_cache import LeaderEpochCache
@@ -228,6 +232,7 @@ class Log:
         self.last_flush_ms = clock()
         self.closed = False
         self.recovered_bytes_truncated = 0      # for tests and metrics
+        self.recovered = False                  # the open ran recovery (no clean marker)
         self._txn_rebuild_from: int | None = None  # recovery: rebuild txnindexes from here
 
     # ================================================================= opening
@@ -247,6 +252,7 @@ class Log:
         self._complete_swaps()
         self._open_segments(values.get("log_start_offset", 0))
         if not clean:
+            self.recovered = True
             self._recover(values.get("recovery_point", 0))
         else:
             self._rebuild_bad_indexes()
@@ -545,15 +551,17 @@ class Log:
         log_append_time = now if self.config.log_append_time and assign_offsets else -1
         max_ts, offset_of_max_ts, count = -1, -1, 0
         first_offset = None
+        single = len(batches) == 1
         for b, h in zip(batches, headers):  # one unpack per batch, made by the validation
             if h.producer_id >= 0 and pinfo is None:
                 pinfo = self.producer_state.prepare_append(validate=assign_offsets)
             if assign_offsets:
                 if h.producer_id >= 0:
-                    dup = pinfo.find_duplicate(b)
+                    # only a whole append can be a retry (clients send one batch per
+                    # partition); a repeated batch among others fails the sequence check
+                    dup = pinfo.find_duplicate(b) if single else None
                     if dup is not None:
-                        return AppendInfo(dup.first_offset, dup.last_offset, -1,
-                                          self.log_start_offset, True, h.record_count)
+                        return self._duplicate_info(dup, h.record_count)
                     pinfo.check(b)
                 b.set_base_offset(next_offset)
                 b.set_partition_leader_epoch(leader_epoch)
@@ -593,9 +601,23 @@ class Log:
         return AppendInfo(first_offset, last_offset, log_append_time, self.log_start_offset,
                           False, count)
 
+    def _duplicate_info(self, dup, record_count: int) -> AppendInfo:
+        """The answer to a retried batch: its original offsets and, on a LogAppendTime
+        topic, its original append time (the cached max timestamp; Kafka answers that
+        timestamp whatever the topic's type, -1 is kept here for CreateTime as for any
+        CreateTime append)."""
+        ts = dup.timestamp_ms if self.config.log_append_time else -1
+        return AppendInfo(dup.first_offset, dup.last_offset, ts, self.log_start_offset, True,
+                          record_count)
+
     def _validate_batches(self, batches, total: int, now: int, from_client: bool,
                           validate: bool) -> list:
-        """Raises for the first bad batch; returns their headers (BatchHeader each)."""
+        """Raises for the first bad batch; returns their headers (BatchHeader each).
+
+        Leader appends to a CreateTime topic: the topic's type wins over the batch's
+        attribute bit (a client cannot skip the timestamp check by setting
+        LogAppendTime), and the bounds are checked on the header's timestamps only
+        (storage/convert.py, "Validation depth")."""
         c = self.config
         if total > c.segment_bytes:
             raise RecordBatchTooLargeError(f"{total} bytes exceed segment.bytes {c.segment_bytes}")
@@ -607,13 +629,13 @@ class Log:
             if validate:
                 b.validate(from_client=from_client)
             h = b.header()          # one unpack for every header field (kept for _append)
-            headers.append(h)
             size = h.batch_length + LOG_OVERHEAD
             if size > c.max_message_bytes:
                 raise MessageTooLargeError(f"batch of {size} bytes exceeds max.message.bytes"
                                            f" {c.max_message_bytes}")
-            if check_ts and not h.attributes & TIMESTAMP_TYPE_MASK:
-                self._check_timestamp(h.max_timestamp, now)
+            if check_ts:
+                h = self._check_create_time(b, h, now)
+            headers.append(h)
             if from_client and c.compact:
                 # one walk; Kafka answers one record error per keyless record (Produce v8+)
                 keyless = [i for i, r in enumerate(b.records()) if r.key is None]
@@ -622,9 +644,21 @@ class Log:
                     raise InvalidRecordError(msg, [(i, msg) for i in keyless])
         return headers
 
+    def _check_create_time(self, b, h, now: int):
+        """CreateTime topic, leader append: reset a client's LogAppendTime bit (in place,
+        CRC recomputed, as Kafka's LogValidator does) and check the bounds on the max
+        timestamp and on the first record's (base) timestamp.  Returns the header."""
+        if h.attributes & TIMESTAMP_TYPE_MASK:
+            b.set_max_timestamp(CREATE_TIME, h.max_timestamp)
+            h = b.header()
+        self._check_timestamp(h.max_timestamp, now)
+        if not h.attributes & DELETE_HORIZON_MASK:  # else base_timestamp is a horizon
+            self._check_timestamp(h.base_timestamp, now)
+        return h
+
     def _check_timestamp(self, ts: int, now: int) -> None:
         c = self.config
-        if ts < 0:
+        if ts == NO_TIMESTAMP:
             return
         # Kafka 3.6+: before/after.max.ms when set, else the deprecated difference.max.ms
         diff = c.message_timestamp_difference_max_ms

@@ -11,8 +11,10 @@ last write.  This is what Kafka's ProducerStateManager keeps:
 * a batch whose first sequence does not follow the last one (with wrap-around at
   int32 max -> 0) is an `OutOfOrderSequenceError`;
 * a batch from an older epoch is an `InvalidProducerEpochError`;
-* a new epoch must start at sequence 0; an unknown producer (expired, or its data
-  deleted by retention) may start at any sequence.
+* a new epoch must start at sequence 0, and so must a known epoch with no cached
+  batch (after a marker that bumped the epoch); only an unknown producer (new,
+  expired, or its data deleted by retention / DeleteRecords) may start at any
+  sequence (Kafka's ProducerAppendInfo.checkSequence).
 
 Appends stage their changes in a `ProducerAppendInfo` and `commit()` them only after
 the bytes were written, so a failed append leaves the state untouched.
@@ -223,12 +225,16 @@ class ProducerAppendInfo:
                     f"producer {batch.producer_id}: marker of coordinator epoch"
                     f" {marker.coordinator_epoch} older than {e.coordinator_epoch}")
             return
+        # Kafka's ProducerAppendInfo.checkSequence: any sequence only for a producer
+        # without a known epoch (new, expired, or its data deleted by retention or
+        # DeleteRecords); a known epoch with no cached batch (a marker bumped it)
+        # continues from "no sequence", i.e. at 0
         if epoch != e.producer_epoch:
             if first_seq != 0 and e.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
                     f"producer {batch.producer_id}: new epoch {epoch} must start at sequence 0,"
                     f" got {first_seq}")
-        elif e.batches and not in_sequence(e.last_seq, first_seq):
+        elif e.producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(e.last_seq, first_seq):
             raise OutOfOrderSequenceError(
                 f"producer {batch.producer_id}: sequence {first_seq} after {e.last_seq}")
         if not batch.is_transactional and e.current_txn_first_offset is not None:
@@ -264,7 +270,9 @@ class ProducerAppendInfo:
             e.add_batch(batch.producer_epoch, batch.base_sequence, batch.last_sequence,
                         first_offset, last_offset, ts)
         else:
-            e.producer_epoch = max(e.producer_epoch, batch.producer_epoch)
+            if batch.producer_epoch > e.producer_epoch:
+                e.batches.clear()       # as add_batch: cached sequences are per epoch
+                e.producer_epoch = batch.producer_epoch
             e.last_timestamp_ms = ts
         if batch.is_transactional and e.current_txn_first_offset is None:
             e.current_txn_first_offset = first_offset

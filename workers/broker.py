@@ -2,8 +2,8 @@
 
 A worker owns (ARCHITECTURE §1):
 * its partitions (`Partition`: log + high watermark), keyed by (topic, index);
-* its timing wheel (`Timer`) driven by one asyncio timer, and its purgatories
-  (produce, fetch, delete records);
+* its timing wheel (`Timer`, on a monotonic clock) driven by one asyncio timer, and its
+  purgatories (produce, fetch, delete records);
 * the group coordinators of the `__consumer_offsets` partitions it owns;
 * the transaction coordinator state of the `__transaction_state` partitions it owns
   (`self.transactions`, workers/txn/service.py) and the KIP-890 produce check
@@ -11,7 +11,10 @@ A worker owns (ARCHITECTURE §1):
 * its incremental fetch session cache;
 * a read-only copy of the cluster metadata, replaced wholesale when the controller
   pushes a newer epoch (`apply_metadata`): a newer copy creates the logs of partitions
-  that became ours and closes/deletes those of topics that went away.
+  that became ours and closes/deletes those of topics that went away; in cluster mode
+  it also deletes stray logs (a partition directory the metadata does not give this
+  broker, or one holding another topic id than the metadata's), renamed
+  `<topic>-<p>.<uuid>-delete` first.
 
 Cluster-scoped changes (create/delete topics, partitions, configs, producer id blocks)
 go to the controller through `self.controller`, an object handed in by the process
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -29,9 +33,10 @@ import weakref
 from typing import Callable
 
 from mpbroker import config as configmod
-from mpbroker.metadata.model import ClusterMetadata
-from storage.cleaner import LogCleaner
-from storage.log import Log, LogConfig
+from mpbroker.metadata.model import ClusterMetadata, uuid_from_str, uuid_to_str
+from storage.errors import KafkaStorageError
+from storage.cleaner import CleanerManager, map_entries_for
+from storage.log import PARTITION_METADATA_FILE, Log, LogConfig
 
 from workers.fetch_session import FetchSessionCache
 from workers.loop_timer import LoopTimer
@@ -45,14 +50,41 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
+CLEAN_SLICES = 10           # compaction slices of 5 ms per housekeeping tick (of 1 s)
+# <topic>-<partition>, or <topic>-<partition>.<uuid>-delete (being deleted)
+PARTITION_DIR = re.compile(r"([a-zA-Z0-9._-]+)-(\d+)(\.[0-9a-f]{32}-delete)?\Z")
+
+
+def stored_topic_id(path: str) -> bytes | None:
+    """The topic id in `<path>/partition.metadata` (storage/log.py's format), if any."""
+    try:
+        with open(os.path.join(path, PARTITION_METADATA_FILE), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "topic_id":
+                    return uuid_from_str(value.strip())
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 class Broker:
-    def __init__(self, config, controller, worker_id: int = 0, clock: Callable[[], int] = now_ms):
+    """`clock` (epoch ms, wall clock) stamps records and drives what Kafka times by the
+    wall clock (segment.ms, retention, ISR lag, group and producer expiry);
+    `timer_clock` (monotonic ms, like Kafka's SystemTimer on System.nanoTime) drives the
+    timing wheel, so purgatory deadlines and loop timers never jump with the wall
+    clock. The two are never compared: the wheel only takes delays."""
+
+    def __init__(self, config, controller, worker_id: int = 0, clock: Callable[[], int] = now_ms,
+                 timer_clock: Callable[[], int] = monotonic_ms):
         self.config = config
         self.controller = controller
         self.worker_id = worker_id
@@ -61,21 +93,21 @@ class Broker:
         self.log_dir = config.log_dirs[0]
         self.metadata: ClusterMetadata | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.timer = Timer(tick_ms=1, wheel_size=20, clock=clock)
+        self.timer = Timer(tick_ms=1, wheel_size=20, clock=timer_clock)
         self.loop_timer: LoopTimer | None = None
         self.produce_purgatory = Purgatory("Produce", self.timer)
         self.fetch_purgatory = Purgatory("Fetch", self.timer)
         self.delete_records_purgatory = Purgatory("DeleteRecords", self.timer)
         self.fetch_sessions = FetchSessionCache(
             max_sessions=config.get("max.incremental.fetch.session.cache.slots", 1000),
-            clock=clock)
+            clock=timer_clock)
         self.groups = None  # workers.group_service.GroupService, set by start()
         self.transactions = None  # workers.txn.service.TransactionService, set by start()
         self.txn_verifier = None  # workers.txn.service.TxnVerifier, set by start()
         self.listener_host = "127.0.0.1"
         self.listener_port = 0
         self._background: list[asyncio.Task] = []
-        self._cleaners: dict[tuple[str, int], LogCleaner] = {}
+        self._cleaners = self._cleaner_manager(config)
         # Placement (workers/placement.py): one worker owns everything until the
         # controller pushes the shard table; `router` (workers/router.py) is set by the
         # process that builds the mesh (supervisor.run_worker).
@@ -91,6 +123,7 @@ class Broker:
         # fetchers, and the leaders' ISR changes.
         self.followers: dict[tuple[str, int], Partition] = {}
         self.replication = ReplicaManager(self)
+        self._strays_checked = None    # the placement revision of the last stray scan
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -153,6 +186,7 @@ class Broker:
                 except Exception:
                     log.exception("housekeeping of %s-%d", p.topic, p.index)
                 await asyncio.sleep(0)  # let requests in between partitions
+            await self._clean_logs(now)
             if self.groups:
                 self.groups.housekeeping(now)
             try:
@@ -172,11 +206,29 @@ class Broker:
             lg.checkpoint()
         if "producers" in due:
             lg.producer_state.remove_expired_producers(now)
-        if lg.config.compact:
-            cleaner = self._cleaners.get(p.key)
-            if cleaner is None or cleaner.log is not lg:
-                cleaner = self._cleaners[p.key] = LogCleaner(lg)
-            cleaner.clean_step(budget_ms=5)
+
+    @staticmethod
+    def _cleaner_manager(cfg) -> CleanerManager:
+        """Compaction of this worker's logs (storage/cleaner.py): the worker's share of
+        `log.cleaner.dedupe.buffer.size` (split evenly between the workers, as Kafka
+        splits it between its cleaner threads) bounds the one offset map alive."""
+        workers = max(1, getattr(cfg, "num_workers", None) or os.cpu_count() or 1)
+        share = cfg.get("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024) // workers
+        return CleanerManager(
+            max_map_entries=map_entries_for(
+                share, cfg.get("log.cleaner.io.buffer.load.factor", 0.9)),
+            backoff_ms=cfg.get("log.cleaner.backoff.ms", 15000),
+            enabled=bool(cfg.get("log.cleaner.enable", True)))
+
+    async def _clean_logs(self, now: int) -> None:
+        """Compaction slices of 5 ms, the loop let in between, at most CLEAN_SLICES per
+        tick: a pass never holds the worker long, and costs it at most ~5%."""
+        for _ in range(CLEAN_SLICES):
+            logs = {p.key: p.log for p in list(self.partitions.values()) +
+                    list(self.followers.values()) if not p.closed}
+            if not self._cleaners.step(logs, now, budget_ms=5):
+                return
+            await asyncio.sleep(0)
 
     # ---------------------------------------------------------------- metadata
     def owns(self, topic: str, index: int) -> bool:
@@ -252,8 +304,11 @@ class Broker:
         follower role (`self.followers`, replicated by workers/replication.py). Close
         those no longer hosted: deleted when the topic went away or (cluster mode) this
         broker left the replicas (StopReplica with delete), kept on disk when they only
-        moved to another worker."""
-        live = set()
+        moved to another worker or (cluster mode) this broker is among their offline
+        replicas while another leads them (StopReplica without delete, controlled
+        shutdown). A partition that fails to apply is logged and left for the next push;
+        the others still apply; a disk failure (OSError, KafkaStorageError) is fatal."""
+        live, stopped = set(), set()
         me = self.broker_id
         now = self.clock()
         for topic in md.topics.values():
@@ -263,33 +318,103 @@ class Broker:
                         not self.owns(topic.name, index):
                     continue
                 key = (topic.name, index)
+                if state.leader != me and me in state.offline_replicas:
+                    stopped.add(key)
+                    continue
                 live.add(key)
-                if settings is None:
-                    settings = (self.log_config(topic.configs), self._min_isr(topic.configs))
-                p = self.partitions.get(key) or self.followers.get(key)
-                if p is not None and p.topic_id != topic.topic_id:
-                    self._remove_hosted(p, delete=True)
-                    p = None
-                new = p is None
-                if new:
-                    p = self._open_partition(topic, index, state)
-                else:
-                    p.log.config = settings[0]
-                p.min_isr = settings[1]
-                if state.leader == me:
-                    self._become_leader(p, state, new, now)
-                else:
-                    self._become_follower(p, state, new)
+                try:
+                    if settings is None:
+                        settings = (self.log_config(topic.configs), self._min_isr(topic.configs))
+                    self._apply_partition(topic, index, state, settings, now)
+                except (OSError, KafkaStorageError):
+                    # The log dir failed (Kafka marks it offline and, with no log dir
+                    # left, halts the broker): this worker stops; the supervisor
+                    # respawns it and stops a crash loop.
+                    raise
+                except Exception:
+                    log.exception("applying metadata epoch %d to %s-%d", md.epoch, topic.name, index)
         cluster = bool(self.config.get("zookeeper.connect"))
         for key, p in list(self.partitions.items()) + list(self.followers.items()):
             if key not in live:
                 t = md.topics.get(key[0])
                 st = t.partitions.get(key[1]) if t is not None else None
                 gone = st is None or (cluster and me not in st.replicas and st.leader != me)
-                self._remove_hosted(p, delete=gone)
+                try:
+                    self._remove_hosted(p, delete=gone and key not in stopped)
+                except Exception:
+                    log.exception("closing %s-%d", *key)
+        if cluster and self._strays_checked != self.placement.revision:
+            self._strays_checked = self.placement.revision
+            self._delete_strays(md, live | stopped)
         # Waiters on partitions that changed complete now (they re-check errors).
         for key in list(self.partitions):
             self.fetch_purgatory.check_and_complete(key)
+        # DeleteRecords counts followers on live brokers only: a broker that went away
+        # may be what a waiter was waiting for.
+        for key in self.delete_records_purgatory.watch_keys():
+            self.delete_records_purgatory.check_and_complete(key)
+
+    def _apply_partition(self, topic, index: int, state, settings, now: int) -> None:
+        key = (topic.name, index)
+        p = self.partitions.get(key) or self.followers.get(key)
+        if p is not None and p.topic_id != topic.topic_id:
+            self._remove_hosted(p, delete=True)
+            p = None
+        new = p is None
+        if new:
+            p = self._open_partition(topic, index, state)
+        else:
+            p.log.config = settings[0]
+        p.min_isr = settings[1]
+        if state.leader == self.broker_id:
+            self._become_leader(p, state, new, now)
+        else:
+            self._become_follower(p, state, new)
+
+    def _delete_strays(self, md: ClusterMetadata, hosted: set) -> None:
+        """Cluster mode, once per placement revision: partition directories of this
+        worker (by placement) that the metadata does not give this broker, left by a
+        topic deleted, or being deleted, while this broker was down (Kafka deletes such
+        stray logs); and `-delete` directories a crash left behind."""
+        me = self.broker_id
+        try:
+            names = os.listdir(self.log_dir)
+        except OSError:
+            return
+        for name in names:
+            m = PARTITION_DIR.match(name)
+            if m is None:
+                continue
+            key = (m.group(1), int(m.group(2)))
+            path = os.path.join(self.log_dir, name)
+            if not self.owns(*key) or not os.path.isdir(path):
+                continue
+            if not m.group(3):
+                if key in hosted:
+                    continue
+                if not os.path.exists(os.path.join(path, PARTITION_METADATA_FILE)):
+                    continue          # not a log this broker wrote in cluster mode
+                t = md.topics.get(key[0])
+                st = t.partitions.get(key[1]) if t is not None else None
+                if st is not None and (me in st.replicas or st.leader == me):
+                    continue
+                log.warning("%s: a stray log (its topic partition is not this broker's): deleting it",
+                            path)
+            self._delete_dir(path)
+
+    @staticmethod
+    def _delete_dir(path: str) -> None:
+        """Rename to `<dir>.<uuid>-delete` first (Kafka's naming), so that a crash
+        midway leaves no half-deleted log under the partition's name, then remove."""
+        if not path.endswith("-delete"):
+            target = f"{path}.{uuid.uuid4().hex}-delete"
+            try:
+                os.rename(path, target)
+            except OSError as e:
+                log.warning("renaming %s: %s", path, e)
+                return
+            path = target
+        shutil.rmtree(path, ignore_errors=True)
 
     def _become_leader(self, p: Partition, state, new: bool, now: int) -> None:
         """makeLeader: a new leader epoch (epoch cache entry at the log end), follower
@@ -336,6 +461,7 @@ class Broker:
         if was_leader:
             self.produce_purgatory.check_and_complete(key)
             self.fetch_purgatory.check_and_complete(key)
+            self.delete_records_purgatory.check_and_complete(key)
         if changed or new or key not in self.replication.following:
             self.replication.follow(p)
 
@@ -373,6 +499,12 @@ class Broker:
 
     def _open_partition(self, topic, index: int, state) -> Partition:
         path = self.partition_dir(topic.name, index)
+        stored = stored_topic_id(path)
+        if stored is not None and topic.topic_id is not None and stored != topic.topic_id:
+            # a log of an earlier topic of that name (deleted while this broker was down)
+            log.warning("%s belongs to topic id %s, not %s's %s: deleting the stray log", path,
+                        uuid_to_str(stored), topic.name, uuid_to_str(topic.topic_id))
+            self._delete_dir(path)
         lg = Log.open(path, self.log_config(topic.configs), clock=self.clock,
                       topic_id=topic.topic_id)
         p = Partition(topic.name, index, topic.topic_id, lg, leader_epoch=state.leader_epoch,
@@ -380,7 +512,7 @@ class Broker:
         return p
 
     def _drop_partition(self, p: Partition, delete: bool) -> None:
-        self._cleaners.pop(p.key, None)
+        self._cleaners.forget(p.key)
         self.retired_bytes[0] += p.bytes_in
         self.retired_bytes[1] += p.bytes_out
         try:
@@ -392,6 +524,7 @@ class Broker:
             log.exception("dropping %s-%d", p.topic, p.index)
         self.fetch_purgatory.check_and_complete(p.key)
         self.produce_purgatory.check_and_complete(p.key)
+        self.delete_records_purgatory.check_and_complete(p.key)
 
     async def next_producer_id(self) -> int:
         return await self.controller.allocate_producer_id()

@@ -13,6 +13,25 @@ Concurrency contract (one asyncio loop per worker process, no threads):
   bytes around them with `send` and the slices with `os.sendfile` straight from the page
   cache, waiting for writability itself (the socket is non-blocking and owned by this
   class, not by an asyncio transport, precisely so that sendfile is possible).
+* Slice fds: a slice of a local partition carries the segment's own fd; a slice from
+  another worker carries none (fd -1) and is sent through a handle of this connection,
+  kept per path (`_files`: path -> open fd and its st_dev/st_ino). A slice is only ever
+  sent through an fd whose file has the slice's identity (`FileSlice.dev/ino`, taken by
+  the owner when it read): a path can name another file by now (topic deleted and
+  created again, compaction swapping a cleaned segment in at the same name), and a
+  local fd may have been closed and its number reused. On a mismatch the path is opened
+  again, then `<path>.deleted` (a segment retired by compaction or retention stays
+  readable under that name for `file.delete.delay.ms`); when neither is the file, the
+  slice is stale. The router pins remote slices when their answer arrives (`pin`), so a
+  stale one becomes a retriable NOT_LEADER_OR_FOLLOWER for its partition; one found
+  stale only while sending closes the connection (the response size is on the wire
+  already), and the client fetches again. Handles unused for FILE_IDLE_S are closed so
+  that deleted segments do not stay allocated behind a long-lived connection.
+  Limit: an inode number is unique only among files that exist. Once the owner closed
+  and unlinked a file (topic deletion removes the directory at once), a new file at the
+  same path may get the freed number; so between the owner's read and the pin (one mesh
+  hop, hence the pin on arrival) or, for this worker's own slices, between the read and
+  the send, a topic deleted, created again and written to at once is not told apart.
 * An unreadable frame (bad size, header that cannot be parsed, an unknown API key or an
   unsupported version of any API but ApiVersions) closes the connection, as Kafka does;
   an error inside a handler is logged and answered with the API's generic error where
@@ -26,6 +45,7 @@ import errno
 import logging
 import os
 import socket
+import time
 from typing import Any, Callable
 
 from mpbroker.protocol import codec, framing
@@ -36,6 +56,13 @@ log = logging.getLogger(__name__)
 
 READ_CHUNK = 256 * 1024
 MAX_IN_FLIGHT = 128  # requests per connection started but not yet answered
+MAX_FILES = 64       # open segment handles per connection (slices of other workers)
+FILE_IDLE_S = 30.0   # a handle unused this long is closed (see the module docstring)
+DELETED_SUFFIX = ".deleted"     # storage/segment.py: a retired segment's name
+
+
+class StaleSlice(ConnectionAbortedError):
+    """The file a FileSlice was read from is gone or replaced: its bytes are not there."""
 
 
 class RequestContext:
@@ -69,7 +96,8 @@ class Connection:
         self.on_close = on_close
         self.bytes_in = 0
         self.bytes_out = 0
-        self._fd_cache: dict[str, int] = {}
+        self._files: dict[str, list] = {}     # path -> [fd, dev, ino, last use]
+        self._files_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ reading
     async def serve(self) -> None:
@@ -150,6 +178,10 @@ class Connection:
                 continue
             try:
                 await self._send_chunks(result)
+            except StaleSlice as e:
+                log.info("closing %s: %s", self.client_host, e)
+                self.closed = True
+                return
             except OSError:
                 self.closed = True
                 return
@@ -187,7 +219,14 @@ class Connection:
             view = view[n:]
 
     async def _sendfile(self, s: FileSlice) -> None:
-        fd = s.fd if s.fd >= 0 else self._open(s.path)
+        fd, temporary = self._handle(s)
+        try:
+            await self._sendfile_fd(fd, s)
+        finally:
+            if temporary:
+                os.close(fd)
+
+    async def _sendfile_fd(self, fd: int, s: FileSlice) -> None:
         pos, left = s.position, s.length
         while left > 0:
             try:
@@ -209,27 +248,104 @@ class Connection:
             pos += n
             left -= n
 
-    def _open(self, path: str) -> int:
-        fd = self._fd_cache.get(path)
-        if fd is None:
-            fd = os.open(path, os.O_RDONLY)
-            if len(self._fd_cache) > 64:
-                for old in self._fd_cache.values():
-                    os.close(old)
-                self._fd_cache.clear()
-            self._fd_cache[path] = fd
-        return fd
+    # ------------------------------------------------------------ slice files
+    def pin(self, s: FileSlice) -> FileSlice | None:
+        """`s` (from another worker) with an fd of this connection reading its file, or
+        None when that file is gone or replaced. Taken when the owner's answer arrives,
+        so the file is looked up while the owner's read is fresh."""
+        if not s.ino:
+            return s
+        try:
+            fd, temporary = self._handle(s)
+        except (StaleSlice, OSError):
+            return None
+        if temporary:           # only under its retired name: send it by path later
+            os.close(fd)
+            return s
+        return s._replace(fd=fd)
+
+    def _handle(self, s: FileSlice) -> tuple[int, bool]:
+        """(fd reading the file of `s`, whether the caller closes it). Raises StaleSlice."""
+        if s.fd >= 0 and (not s.ino or _identity(s.fd) == (s.dev, s.ino)):
+            return s.fd, False
+        now = time.monotonic()
+        ent = self._files.get(s.path)
+        if ent is not None:
+            if not s.ino or (ent[1], ent[2]) == (s.dev, s.ino):
+                ent[3] = now
+                return ent[0], False
+            del self._files[s.path]          # the path names another file now
+            _close_fd(ent[0])
+        fd, st = _open_identity(s.path)
+        if fd >= 0 and (not s.ino or (st.st_dev, st.st_ino) == (s.dev, s.ino)):
+            self._remember(s.path, fd, st, now)
+            return fd, False
+        if fd >= 0:
+            _close_fd(fd)
+        fd, st = _open_identity(s.path + DELETED_SUFFIX)
+        if fd >= 0 and (st.st_dev, st.st_ino) == (s.dev, s.ino):
+            return fd, True
+        if fd >= 0:
+            _close_fd(fd)
+        raise StaleSlice(f"{s.path}: the file this slice was read from is gone")
+
+    def _remember(self, path: str, fd: int, st, now: float) -> None:
+        if len(self._files) >= MAX_FILES:
+            oldest = min(self._files, key=lambda p: self._files[p][3])
+            _close_fd(self._files.pop(oldest)[0])
+        self._files[path] = [fd, st.st_dev, st.st_ino, now]
+        if self._files_timer is None:
+            self._files_timer = self.loop.call_later(FILE_IDLE_S, self._sweep_files)
+
+    def _sweep_files(self) -> None:
+        """Close the handles unused for FILE_IDLE_S; runs while any is open."""
+        self._files_timer = None
+        now = time.monotonic()
+        for path, ent in list(self._files.items()):
+            if now - ent[3] > FILE_IDLE_S:
+                del self._files[path]
+                _close_fd(ent[0])
+        if self._files and not self.closed:
+            self._files_timer = self.loop.call_later(FILE_IDLE_S / 2, self._sweep_files)
 
     def _close(self) -> None:
-        for fd in self._fd_cache.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fd_cache.clear()
+        if self._files_timer is not None:
+            self._files_timer.cancel()
+            self._files_timer = None
+        for ent in self._files.values():
+            _close_fd(ent[0])
+        self._files.clear()
         try:
             self.sock.close()
         except OSError:
             pass
         if self.on_close:
             self.on_close(self)
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _open_identity(path: str):
+    """(fd, stat) of `path` opened read-only, or (-1, None) when it does not exist."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return -1, None
+    try:
+        return fd, os.fstat(fd)
+    except OSError:
+        _close_fd(fd)
+        raise
+
+
+def _close_fd(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass

@@ -16,9 +16,7 @@ import inspect
 import logging
 
 from mpbroker.protocol import api_keys, codec, framing
-from mpbroker.protocol.errors import ErrorCode
-
-from workers.handlers import HANDLERS, advertised_versions
+from workers.handlers import HANDLERS
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +70,8 @@ class Dispatcher:
 
     def _api_versions_fallback(self, ctx) -> list:
         """KIP-511: an ApiVersions version we do not know gets a v0 answer carrying
-        UNSUPPORTED_VERSION and at least our ApiVersions range, so the client retries."""
-        body = {"error_code": ErrorCode.UNSUPPORTED_VERSION,
-                "api_keys": advertised_versions()}
-        chunks = codec.encode_response(api_keys.API_VERSIONS, 0, body)
-        return framing.frame_response(api_keys.API_VERSIONS, 0, ctx.correlation_id, chunks)
+        UNSUPPORTED_VERSION and only our ApiVersions range (as Kafka's
+        ApiVersionsRequest.getErrorResponse), so the client retries with a version in it."""
+        entry = HANDLERS[api_keys.API_VERSIONS]
+        return framing.api_versions_fallback(ctx.correlation_id,
+                                             (entry.min_version, entry.max_version))

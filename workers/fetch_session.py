@@ -3,8 +3,8 @@
 A consumer or follower that fetches many partitions sends the full list once; the
 broker keeps it in a session and later requests name only what changed (new fetch
 offsets, partitions added) and what to forget. Responses of an incremental fetch carry
-only partitions with something to say: records, an error, or a changed high
-watermark / last stable offset / log start offset.
+only partitions with something to say: records, an error, a diverging epoch, or a
+changed high watermark / last stable offset / log start offset.
 
 Request fields -> meaning (Fetch v7+):
 
@@ -14,10 +14,34 @@ Request fields -> meaning (Fetch v7+):
     session_id == N, epoch == E>0 incremental on session N, which must be at epoch E
 
 Errors: FETCH_SESSION_ID_NOT_FOUND (70) for an unknown id, INVALID_FETCH_SESSION_EPOCH
-(71) for a wrong epoch; both as the top-level error of an otherwise empty response.
+(71) for a wrong epoch, FETCH_SESSION_TOPIC_ID_ERROR (106) when a session made with
+topic ids (v13+) is used by a request without them or the other way round; all as the
+top-level error of an otherwise empty response. An incremental request that leaves
+the session empty closes it and is answered without a session (Kafka's
+SessionlessFetchContext).
 
-The cache is per worker (the front of the connection keeps the session), bounded by
-`max.incremental.fetch.session.cache.slots`, least recently used evicted first.
+Epochs follow Kafka's FetchMetadata.nextEpoch: 1, 2, ... up to 2**31-1, then 1 again
+(0 and -1 are the reserved INITIAL/FINAL epochs).
+
+Order: the partitions of a session are read in session order, and an incremental
+response moves every partition that returned records to the end of that order (Kafka's
+IncrementalFetchContext), so under `max_bytes` the partitions behind a busy one get
+their turn on the next fetch instead of starving.
+
+Eviction (Kafka's FetchSessionCacheShard.tryEvict): the cache holds at most
+`max.incremental.fetch.session.cache.slots` sessions. When it is full, a new session
+may take the place of
+1. the least recently used session, if it went unused for more than `eviction_ms`
+   (Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, 120 s), else
+2. the least valuable evictable session, if the new one is worth more: value is
+   (privileged, partition count), followers (replica_id >= 0) being privileged.
+   A session is evictable by anyone once it is older than `eviction_ms`; an
+   unprivileged one is evictable by privileged newcomers at any age. Evictability is
+   decided when a session is used (created or fetched), as in Kafka.
+Otherwise the fetch goes on without a session (session id 0).
+
+The cache is per worker (the front of the connection keeps the session). Clocks are
+monotonic milliseconds (workers/broker.py `timer_clock`).
 """
 from __future__ import annotations
 
@@ -25,8 +49,19 @@ import collections
 import random
 from dataclasses import dataclass, field
 
+from mpbroker.protocol.errors import ErrorCode
+
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
+MAX_EPOCH = 2**31 - 1
+EVICTION_MS = 120_000          # Kafka: MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch after `epoch` (Kafka's FetchMetadata.nextEpoch)."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == MAX_EPOCH else epoch + 1
 
 
 @dataclass
@@ -44,21 +79,34 @@ class CachedPartition:
     last_fetched_epoch: int = -1      # Fetch v12+ (followers: divergence check)
 
     def must_respond(self, error_code: int, high_watermark: int, lso: int,
-                     log_start: int, has_records: bool) -> bool:
-        changed = (has_records or error_code != 0 or high_watermark != self.last_high_watermark
+                     log_start: int, has_records: bool, diverging: bool = False) -> bool:
+        changed = (has_records or error_code != 0 or diverging
+                   or high_watermark != self.last_high_watermark
                    or lso != self.last_stable_offset or log_start != self.last_log_start_offset)
-        self.last_high_watermark = high_watermark
+        # after an error the high watermark is forgotten, so the partition is sent again
+        # once the error is gone (Kafka's CachedPartition.maybeUpdateResponseData)
+        self.last_high_watermark = -1 if error_code else high_watermark
         self.last_stable_offset = lso
         self.last_log_start_offset = log_start
         return changed
 
 
-@dataclass
+@dataclass(eq=False)
 class FetchSession:
     session_id: int
     epoch: int  # the epoch the next request must carry
     partitions: dict = field(default_factory=dict)  # (topic, partition) -> CachedPartition
     last_used_ms: int = 0
+    privileged: bool = False          # created by a follower
+    creation_ms: int = 0
+    uses_topic_ids: bool = False      # created by a v13+ request
+    # decided at each use (FetchSessionCache._touch), as Kafka's evictable maps
+    evictable_by_all: bool = False
+    evictable_by_privileged: bool = False
+
+    def value(self) -> tuple:
+        """What eviction compares (Kafka's EvictableKey without the id tie-break)."""
+        return (self.privileged, len(self.partitions))
 
 
 class FetchContext:
@@ -76,16 +124,32 @@ class FetchContext:
         return self.session.session_id if self.session else 0
 
     def include(self, cp: CachedPartition, error_code: int, high_watermark: int, lso: int,
-                log_start: int, has_records: bool) -> bool:
-        respond = cp.must_respond(error_code, high_watermark, lso, log_start, has_records)
-        return respond if self.incremental else True
+                log_start: int, has_records: bool, diverging: bool = False) -> bool:
+        """Whether the response carries `cp`; an incremental one also moves a partition
+        that returned records to the end of the session's order."""
+        respond = cp.must_respond(error_code, high_watermark, lso, log_start, has_records,
+                                  diverging)
+        if not self.incremental:
+            return True
+        if respond and has_records and self.session is not None:
+            parts = self.session.partitions
+            key = (cp.topic, cp.partition)
+            if parts.get(key) is cp:
+                parts[key] = parts.pop(key)
+        return respond
 
 
 class FetchSessionCache:
-    def __init__(self, max_sessions: int = 1000, clock=None):
+    def __init__(self, max_sessions: int = 1000, clock=None, eviction_ms: int = EVICTION_MS):
         self.max_sessions = max_sessions
         self.clock = clock
+        self.eviction_ms = eviction_ms
+        # session id -> session, least recently used first
         self.sessions: collections.OrderedDict[int, FetchSession] = collections.OrderedDict()
+        self.evictions = 0
+
+    def _now(self) -> int:
+        return self.clock() if self.clock else 0
 
     def _new_id(self) -> int:
         while True:
@@ -94,26 +158,34 @@ class FetchSessionCache:
                 return sid
 
     def new_context(self, session_id: int, epoch: int, requested: list[CachedPartition],
-                    forgotten: list[tuple[str, int]], is_follower: bool = False) -> FetchContext:
+                    forgotten: list[tuple[str, int]], is_follower: bool = False,
+                    uses_topic_ids: bool = False) -> FetchContext:
         if epoch == FINAL_EPOCH or (epoch == INITIAL_EPOCH and session_id != 0):
             self.sessions.pop(session_id, None)
         if epoch == FINAL_EPOCH:
             return FetchContext(requested, None, incremental=False)
         if epoch == INITIAL_EPOCH:
             session = None
-            if self.max_sessions > 0 and requested:
-                while len(self.sessions) >= self.max_sessions:
-                    self.sessions.popitem(last=False)
-                session = FetchSession(self._new_id(), 1)
-                for cp in requested:
-                    session.partitions[(cp.topic, cp.partition)] = cp
-                self._touch(session)
+            if requested:
+                session = self._maybe_create(requested, is_follower, uses_topic_ids)
             return FetchContext(requested, session, incremental=False)
         session = self.sessions.get(session_id)
         if session is None:
-            return FetchContext([], None, incremental=True, error_code=70)
+            return FetchContext([], None, True, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if session.epoch != epoch:
-            return FetchContext([], None, incremental=True, error_code=71)
+            return FetchContext([], None, True, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != uses_topic_ids:
+            return FetchContext([], None, True, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        self._update(session, requested, forgotten)
+        if not session.partitions:
+            del self.sessions[session.session_id]
+            return FetchContext(requested, None, incremental=False)
+        session.epoch = next_epoch(session.epoch)
+        self._touch(session, self._now())
+        return FetchContext(list(session.partitions.values()), session, incremental=True)
+
+    @staticmethod
+    def _update(session: FetchSession, requested, forgotten) -> None:
         for key in forgotten:
             session.partitions.pop(key, None)
         for cp in requested:
@@ -125,12 +197,48 @@ class FetchSessionCache:
                 old.max_bytes = cp.max_bytes
                 old.log_start_offset = cp.log_start_offset
                 old.current_leader_epoch = cp.current_leader_epoch
-        session.epoch += 1
-        self._touch(session)
-        return FetchContext(list(session.partitions.values()), session, incremental=True)
+                old.last_fetched_epoch = cp.last_fetched_epoch
 
-    def _touch(self, session: FetchSession) -> None:
-        session.last_used_ms = self.clock() if self.clock else 0
+    def _maybe_create(self, requested, privileged: bool, uses_topic_ids: bool):
+        """A new session for a full fetch, or None when the cache has no room for it."""
+        if self.max_sessions <= 0:
+            return None
+        now = self._now()
+        if len(self.sessions) >= self.max_sessions and \
+                not self._try_evict(privileged, len(requested), now):
+            return None
+        session = FetchSession(self._new_id(), next_epoch(INITIAL_EPOCH), privileged=privileged,
+                               creation_ms=now, uses_topic_ids=uses_topic_ids)
+        for cp in requested:
+            session.partitions[(cp.topic, cp.partition)] = cp
+        self._touch(session, now)
+        return session
+
+    def _try_evict(self, privileged: bool, size: int, now: int) -> bool:
+        """Make room for a new session worth (privileged, size); True when one went."""
+        if not self.sessions:
+            return False
+        lru = next(iter(self.sessions.values()))
+        if now - lru.last_used_ms > self.eviction_ms:
+            victim = lru                                        # stale
+        else:
+            candidates = [s for s in self.sessions.values()
+                          if (s.evictable_by_privileged if privileged else s.evictable_by_all)]
+            if not candidates:
+                return False
+            victim = min(candidates, key=lambda s: (s.value(), s.session_id))
+            # Kafka's EvictableKey order: a tie in value keeps the incumbent
+            if (privileged, size) <= victim.value():
+                return False
+        del self.sessions[victim.session_id]
+        self.evictions += 1
+        return True
+
+    def _touch(self, session: FetchSession, now: int) -> None:
+        session.last_used_ms = now
+        old = now - session.creation_ms > self.eviction_ms
+        session.evictable_by_all = old
+        session.evictable_by_privileged = old or not session.privileged
         self.sessions[session.session_id] = session
         self.sessions.move_to_end(session.session_id)
 

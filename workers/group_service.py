@@ -7,10 +7,22 @@ each coordinator what it needs from the worker:
 
 * a scheduler: the worker's timing wheel, through `LoopTimer.schedule`;
 * an appender: builds one v2 batch from the (key, value) records (transactional when
-  asked), appends it to the partition like any produce, and calls back on the loop once
-  the high watermark covers it (one replica: right after the append);
-* the replay: when the partition becomes ours the coordinator is loaded from the log,
-  batch by batch, with control batches turned into COMMIT/ABORT markers.
+  asked; compressed with `offsets.topic.compression.codec`, as Kafka does) and hands it
+  to `workers.internal_append.append_committed` with `offsets.commit.required.acks` and
+  `offsets.commit.timeout.ms`: the coordinator's callback runs once the high watermark
+  covers the batch (at once with one replica), and a batch refused before anything was
+  written comes back as the appender's return value so the coordinator can undo its
+  change (the coordinator's appender contract, workers/groups/coordinator.py);
+* the load: when the partition becomes ours the coordinator starts LOADING and an
+  asyncio task replays the partition into it, reading chunks of `offsets.load.buffer.size`
+  bytes and yielding to the loop between chunks, and within a chunk every
+  LOAD_SLICE_MS of decoding (Kafka's 5 MiB default decodes in about 0.4 s here), so
+  the worker's other partitions keep being served; requests for its groups meanwhile
+  get COORDINATOR_LOAD_IN_PROGRESS. It reads up to the log end offset at the moment it
+  finishes, so
+  that markers written meanwhile are replayed too. A load that fails starts over after a
+  backoff (the coordinator stays LOADING: never ACTIVE with part of its state); the task
+  is cancelled when the partition is lost (follower, moved, deleted) or becomes ours again.
 
 It also routes requests: `coordinator_for(group_id)` is the local coordinator, or None
 when another worker/broker leads that partition (the handler answers NOT_COORDINATOR).
@@ -19,16 +31,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
+from storage import codecs
 from storage import errors as serr
 from storage.batch import BatchBuilder, iter_batches, parse_control_key
 from workers.groups.coordinator import GroupCoordinator, LoadRecord, TxnMarker
 from workers.groups.partitioner import coordinator_partition
+from workers.internal_append import append_committed
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+DEFAULT_LOAD_BUFFER_BYTES = 5 * 1024 * 1024
+LOAD_RETRY_MIN_MS = 100
+LOAD_RETRY_MAX_MS = 10000
+LOAD_SLICE_MS = 20  # longest stretch of decoding before the load lets requests in
+
+
+class LoadError(Exception):
+    """The partition could not be read to its end (the load starts over)."""
 
 
 class _Scheduler:
@@ -44,6 +66,13 @@ class GroupService:
         self.broker = broker
         self.coordinators: dict[int, GroupCoordinator] = {}
         self.scheduler = _Scheduler(broker.loop_timer)
+        self._loads: dict[int, asyncio.Task] = {}
+        cfg = broker.config
+        self.required_acks = int(cfg.get("offsets.commit.required.acks", -1))
+        self.commit_timeout_ms = int(cfg.get("offsets.commit.timeout.ms", 5000) or 5000)
+        self.load_buffer_bytes = max(1, int(cfg.get("offsets.load.buffer.size",
+                                                    DEFAULT_LOAD_BUFFER_BYTES)))
+        self.compression = _codec(cfg.get("offsets.topic.compression.codec", 0))
 
     @property
     def num_partitions(self) -> int:
@@ -69,94 +98,146 @@ class GroupService:
     # ------------------------------------------------------------ life cycle
     def became_coordinator(self, partition) -> None:
         idx = partition.index
+        self._stop(idx)  # a previous incarnation (a new leader epoch)
         coord = GroupCoordinator(
             idx, _GroupConfig(self.broker), self.broker.clock, self.scheduler,
             self._appender(partition), topic_metadata=self._topic_metadata)
         self.coordinators[idx] = coord
         coord.begin_load()
-        try:
-            coord.load_records(self._replay(partition))
-        except Exception:
-            log.exception("loading group coordinator state of %s-%d", OFFSETS_TOPIC, idx)
-        coord.finish_load()
+        self._loads[idx] = self.broker.loop_timer.loop.create_task(self._load(partition, coord))
 
     def resigned_coordinator(self, partition) -> None:
-        coord = self.coordinators.pop(partition.index, None)
+        self._stop(partition.index)
+
+    def _stop(self, idx: int) -> None:
+        task = self._loads.pop(idx, None)
+        if task is not None:
+            task.cancel()
+        coord = self.coordinators.pop(idx, None)
         if coord is not None:
             coord.unload()
 
+    def loading(self) -> list[asyncio.Task]:
+        """The loads in progress (what a test waits for)."""
+        return [t for t in self._loads.values() if not t.done()]
+
     def shutdown(self) -> None:
-        for coord in self.coordinators.values():
-            coord.unload()
-        self.coordinators.clear()
+        for idx in list(self.coordinators):
+            self._stop(idx)
 
     def housekeeping(self, now_ms: int) -> None:
         pass  # expiry runs on each coordinator's own timer (finish_load schedules it)
 
-    # ------------------------------------------------------------ replay
-    @staticmethod
-    def _replay(partition):
-        log_ = partition.log
-        offset = log_.log_start_offset
-        end = log_.log_end_offset
-        while offset < end:
-            data = log_.read_records_bytes(offset, LOAD_CHUNK_BYTES)
-            if not data:
+    # ------------------------------------------------------------ the load
+    async def _load(self, partition, coord: GroupCoordinator) -> None:
+        idx = partition.index
+        backoff_ms = LOAD_RETRY_MIN_MS
+        started = time.monotonic()
+        while True:
+            try:
+                chunks = await self._replay(partition, coord)
+                coord.finish_load()  # no await since the last chunk: nothing was missed
                 break
-            last = offset - 1
-            for batch in iter_batches(memoryview(data), allow_partial_tail=True):
-                last = batch.last_offset
-                if batch.is_control:
-                    for r in batch.records():
-                        try:
-                            _, ctype = parse_control_key(r.key)
-                        except serr.StorageError:
-                            continue
-                        if ctype in (0, 1):  # 0 ABORT, 1 COMMIT
-                            yield TxnMarker(batch.producer_id, ctype == 1)
-                    continue
-                for r in batch.records():
-                    if r.key is not None:
-                        yield LoadRecord(r.key, r.value, batch.producer_id,
-                                         batch.is_transactional)
-            if last < offset:
-                break
-            offset = last + 1
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if partition.closed or self.coordinators.get(idx) is not coord:
+                    return
+                log.exception("loading group coordinator state of %s-%d failed; retrying in "
+                              "%d ms", OFFSETS_TOPIC, idx, backoff_ms)
+                coord.unload()       # whatever finish_load may have started
+                coord.begin_load()   # LOADING again: requests keep getting LOAD_IN_PROGRESS
+                await asyncio.sleep(backoff_ms / 1000)
+                backoff_ms = min(backoff_ms * 2, LOAD_RETRY_MAX_MS)
+        if self._loads.get(idx) is asyncio.current_task():
+            del self._loads[idx]
+        log.info("loaded %d groups of %s-%d in %.0f ms (%d chunks)", len(coord.groups),
+                 OFFSETS_TOPIC, idx, (time.monotonic() - started) * 1000, chunks)
+
+    async def _replay(self, partition, coord: GroupCoordinator) -> int:
+        """Feed the partition to `coord` chunk by chunk, the loop free in between; returns
+        the number of chunks. Ends at the log end offset as of its last check (no await
+        after it)."""
+        lg = partition.log
+        offset = lg.log_start_offset
+        chunks = 0
+        while offset < lg.log_end_offset:
+            data = lg.read_records_bytes(offset, self.load_buffer_bytes)
+            start = offset
+            deadline = time.monotonic() + LOAD_SLICE_MS / 1000
+            for items, offset in _decode_batches(data):
+                coord.load_records(items)
+                if time.monotonic() >= deadline:
+                    await asyncio.sleep(0)  # a large chunk: let requests in meanwhile
+                    deadline = time.monotonic() + LOAD_SLICE_MS / 1000
+            if offset <= start:
+                raise LoadError(f"no batch readable at offset {start} "
+                                f"(log end {lg.log_end_offset})")
+            chunks += 1
+            await asyncio.sleep(0)  # let requests in between chunks
+        return chunks
 
     # ------------------------------------------------------------ appends
     def _appender(self, partition):
-        loop = asyncio.get_event_loop()
+        broker = self.broker
 
-        def append(records, callback, producer_id: int = -1, producer_epoch: int = -1):
+        def append(records, callback, producer_id: int = -1, producer_epoch: int = -1) -> int:
             # A transactional offset commit continues the producer's sequence on this
             # partition (several TxnOffsetCommits in one transaction are not duplicates;
             # an older epoch is refused by the producer state: INVALID_PRODUCER_EPOCH).
             seq = -1
-            if producer_id >= 0:
+            if producer_id >= 0 and not partition.closed:
                 e = partition.log.producer_state.last_entry(producer_id)
                 last = e.last_seq if e is not None else -1
                 seq = last + 1 if (e is not None and e.producer_epoch == producer_epoch
                                    and 0 <= last < 0x7FFFFFFF) else 0
             builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
-                                   is_transactional=producer_id >= 0, base_sequence=seq)
+                                   is_transactional=producer_id >= 0, base_sequence=seq,
+                                   compression=self.compression, clock=broker.clock)
             for key, value in records:
                 builder.append(key, value)
-            try:
-                if partition.closed:
-                    raise serr.StorageError("partition moved")
-                partition.log.append(memoryview(bytearray(builder.build())),
-                                     partition.leader_epoch, validate=False)
-                # HW = LEO with one replica; with followers it waits for them
-                # (workers/partition.py: replicated partitions)
-                partition._maybe_increment_high_watermark()
-                code = 0
-            except serr.StorageError as e:
-                log.warning("appending group records to %s-%d failed: %s",
-                            OFFSETS_TOPIC, partition.index, e)
-                code = e.code if e.code > 0 else 15  # COORDINATOR_NOT_AVAILABLE
-            loop.call_soon(callback, code)
+            code = append_committed(broker, partition, builder.build(), callback,
+                                    required_acks=self.required_acks,
+                                    timeout_ms=self.commit_timeout_ms)
+            if code:
+                log.warning("appending group records to %s-%d failed: error %d",
+                            OFFSETS_TOPIC, partition.index, code)
+            return code
 
         return append
+
+
+def _decode_batches(data: bytes):
+    """(load items, next offset) per whole batch in `data`: LoadRecords, and TxnMarkers
+    for COMMIT/ABORT control records."""
+    for batch in iter_batches(memoryview(data), allow_partial_tail=True):
+        items = []
+        if batch.is_control:
+            for r in batch.records():
+                try:
+                    _, ctype = parse_control_key(r.key)
+                except serr.StorageError:
+                    continue
+                if ctype in (0, 1):  # 0 ABORT, 1 COMMIT
+                    items.append(TxnMarker(batch.producer_id, ctype == 1))
+        else:
+            items = [LoadRecord(r.key, r.value, batch.producer_id, batch.is_transactional)
+                     for r in batch.records() if r.key is not None]
+        yield items, batch.last_offset + 1
+
+
+def _codec(value) -> int:
+    """offsets.topic.compression.codec: Kafka's compression type id (0 none, 1 gzip,
+    2 snappy, 3 lz4, 4 zstd); anything else writes uncompressed batches."""
+    try:
+        codec = int(value)
+    except (TypeError, ValueError):
+        codec = -1
+    if not codecs.NONE <= codec <= codecs.ZSTD:
+        log.warning("offsets.topic.compression.codec=%r is not a compression type id; "
+                    "group records are written uncompressed", value)
+        return codecs.NONE
+    return codec
 
 
 class _GroupConfig:

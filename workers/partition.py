@@ -279,13 +279,16 @@ class Partition:
             return epoch, end
         return None
 
-    def follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+    def follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                       log_start_offset: int = -1) -> None:
         """A follower read at `fetch_offset` (its log end offset) succeeded: update its
-        state (Kafka's updateFollowerFetchState), maybe expand the ISR, maybe advance
-        the high watermark (then `on_hw_change`)."""
+        state (Kafka's updateFollowerFetchState; `log_start_offset` is the follower's,
+        which DeleteRecords waits on), maybe expand the ISR, maybe advance the high
+        watermark (then `on_hw_change`)."""
         st = self.followers.get(replica_id)
         if st is None or not self.is_leader:
             return
+        st.log_start_offset = log_start_offset
         leo = self.log.log_end_offset
         if fetch_offset >= leo:
             st.last_caught_up_ms = now_ms
@@ -363,12 +366,15 @@ class Partition:
 
 class ReplicaState:
     """What the leader knows of one follower (Kafka's ReplicaState): its log end
-    offset (-1 unknown), when it was last caught up, and the leader's LEO/time at its
-    previous fetch (a fetch at >= that LEO means it was caught up back then)."""
-    __slots__ = ("leo", "last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms")
+    offset and log start offset (-1 unknown), when it was last caught up, and the
+    leader's LEO/time at its previous fetch (a fetch at >= that LEO means it was caught
+    up back then)."""
+    __slots__ = ("leo", "log_start_offset", "last_caught_up_ms", "last_fetch_leader_leo",
+                 "last_fetch_ms")
 
     def __init__(self, last_caught_up_ms: int):
         self.leo = -1
+        self.log_start_offset = -1
         self.last_caught_up_ms = last_caught_up_ms
         self.last_fetch_leader_leo = -1
         self.last_fetch_ms = 0

@@ -23,6 +23,13 @@ A key `placement.a-1` is read both as "partition 1 of topic a" and as "topic a-1
 lookup tries the partition form first, so it is only ambiguous for a topic literally
 named like another topic's partition; document-level caveat, not worth a syntax.
 
+Pinned partitions (2 and 3) stay where the config puts them: `plan_balance` leaves them
+out (their load stays on their worker) and the controller refuses to `move` one, unless
+the operator says `--include-pinned`; a run-time assignment of a pinned partition (made
+with that flag) lasts until the next start, where `reconcile` drops it: the config is
+the operator's word at each start, and a pin added to it later must not lose to an old
+move.
+
 Workers outside `range(num_workers)` (a config or an assignment written for more workers
 than run now) wrap around (`% num_workers`). When the number of workers changes between
 restarts the run-time assignments are dropped (`reconcile`): they balanced a different
@@ -71,13 +78,17 @@ class PlacementTable:
         w = self.assignments.get((topic, partition))
         if w is not None:
             return w if w == IN_TRANSIT else w % n
-        if self.config:
-            w = self.config.get(f"{topic}-{partition}")
-            if w is None:
-                w = self.config.get(topic)
-            if w is not None:
-                return w % n
-        return default_owner(topic, partition, n)
+        w = self.pinned(topic, partition)
+        return default_owner(topic, partition, n) if w is None else w
+
+    def pinned(self, topic: str, partition: int) -> int | None:
+        """The worker config `placement.*` pins the partition to, or None."""
+        if not self.config:
+            return None
+        w = self.config.get(f"{topic}-{partition}")
+        if w is None:
+            w = self.config.get(topic)
+        return None if w is None else w % max(1, self.num_workers)
 
     def owned_by(self, worker: int, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         return [tp for tp in partitions if self.owner(*tp) == worker]
@@ -95,9 +106,11 @@ class PlacementTable:
         """The table for this start: the config's placement.* keys, and the persisted
         assignments kept only when the number of workers is the same as when they were made
         (in-transit marks of a move the crash interrupted are dropped either way)."""
+        fresh = PlacementTable(self.revision + 1, num_workers, dict(config))
         keep = {} if num_workers != self.num_workers else {
-            k: w for k, w in self.assignments.items() if 0 <= w < num_workers}
-        return PlacementTable(self.revision + 1, num_workers, dict(config), keep)
+            k: w for k, w in self.assignments.items()
+            if 0 <= w < num_workers and fresh.pinned(*k) is None}
+        return replace(fresh, assignments=keep)
 
     # ------------------------------------------------------------ persistence format
     def to_json(self) -> dict:
@@ -113,20 +126,26 @@ class PlacementTable:
 
 
 def plan_balance(loads: Mapping[tuple[str, int], float], table: PlacementTable,
-                 max_moves: int = 64) -> dict[tuple[str, int], int]:
+                 max_moves: int = 64, include_pinned: bool = False) -> dict[tuple[str, int], int]:
     """Moves that even out the measured load (bytes in + out per second per partition)
     over the workers: greedy, the heaviest partitions first onto the least loaded worker
     (LPT scheduling), then only the partitions whose owner changes are returned, at most
-    `max_moves` of them (the biggest gains first). Partitions with no load stay put."""
+    `max_moves` of them (the biggest gains first). Partitions with no load stay put, and
+    so do those config pins (`table.pinned`) unless `include_pinned`: their load counts
+    on the worker that has them."""
     n = max(1, table.num_workers)
     current = {tp: table.owner(*tp) for tp in loads}
     if n == 1:
         return {}
     target_load = [0.0] * n
     target: dict[tuple[str, int], int] = {}
+    fixed = set() if include_pinned else {tp for tp in loads if table.pinned(*tp) is not None}
+    for tp in fixed:
+        if current[tp] >= 0:
+            target_load[current[tp]] += max(0.0, loads[tp])
     # Heaviest first; ties keep the current owner (fewer moves).
     for tp, load in sorted(loads.items(), key=lambda kv: (-kv[1], kv[0])):
-        if load <= 0:
+        if load <= 0 or tp in fixed:
             continue
         cur = current[tp]
         best = min(range(n), key=lambda w: (target_load[w], w != cur, w))

@@ -2,8 +2,9 @@
 ``DelayedOperation`` / ``DelayedOperationPurgatory``).
 
 A delayed operation is work that answers later: a Produce with acks=all waits
-for the high watermark, a Fetch waits for ``fetch.min.bytes``, a JoinGroup waits
-for the other members. It completes exactly once, either
+for the high watermark, a Fetch waits for ``fetch.min.bytes``, a DeleteRecords
+waits for the followers' log start offsets, a JoinGroup waits for the other
+members. It completes exactly once, either
 
 * by an external event: the owner calls ``purgatory.check_and_complete(key)``
   when something about ``key`` (a partition, a group) changed, and the

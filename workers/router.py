@@ -14,9 +14,14 @@ dispatcher hands the decoded request to `Router.route` instead of the handler:
 * Fetch: the front keeps the incremental fetch session (KIP-227) and resolves which
   partitions the request reads; it reads its own partitions itself and forwards the
   others as *sessionless* Fetch requests (session_epoch -1) with a share of `max_bytes`.
-  Owners answer FileSlices with fd=-1 (segment path, position, length): the front's
-  connection opens the file by path and sendfiles it, so record bytes are never copied
-  between processes (produce payloads are, once, to the owner).
+  Owners answer FileSlices with fd=-1 (segment path, position, length, and the st_dev/
+  st_ino of the file read): the front's connection opens the file by path and sendfiles
+  it, so record bytes are never copied between processes (produce payloads are, once,
+  to the owner). The front pins each slice to a handle of that very file as the answer
+  arrives (`Connection.pin`): a path that names another file by now (the topic deleted
+  and created again, a compacted segment swapped in) never has its bytes sent for the
+  slice; the partition is answered NOT_LEADER_OR_FOLLOWER instead and the client
+  fetches again.
   Long polling: the parts are forwarded with the request's max_wait_ms/min_bytes, each
   owner parks its part in its own fetch purgatory (woken by its appends); when the
   first part answers with data or an error (or the local part completes), the front
@@ -72,6 +77,7 @@ import weakref
 from typing import Any, Callable, NamedTuple
 
 from mpbroker.protocol import api_keys as K
+from mpbroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -350,6 +356,30 @@ def sanitize_response(api_key: int, body):
             elif isinstance(recs, memoryview):
                 p["records"] = bytes(recs)
     return body
+
+
+def pin_records(data: dict, conn) -> dict:
+    """The front's side of `sanitize_response`: an owner's partition answer with each
+    FileSlice pinned to a handle of `conn` on the file the owner read; a slice whose
+    file is gone or replaced turns the partition into NOT_LEADER_OR_FOLLOWER without
+    records (retriable: the client refreshes metadata and fetches again)."""
+    recs = data.get("records")
+    if conn is None or not isinstance(recs, list):
+        return data
+    from storage.slices import FileSlice
+    pinned = []
+    for c in recs:
+        if isinstance(c, FileSlice):
+            held = conn.pin(c)
+            if held is None:
+                log.info("fetch of %s: the segment file was deleted or replaced under the "
+                         "read; answering NOT_LEADER_OR_FOLLOWER", c.path)
+                return {**data, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "records": b"",
+                        "high_watermark": -1, "last_stable_offset": -1,
+                        "log_start_offset": -1}
+            c = held
+        pinned.append(c)
+    return {**data, "records": pinned}
 
 
 # ============================================================================ the router
@@ -693,7 +723,9 @@ class Router:
         if all(self.owner(t, p) == me for t, p in reads):
             return handle(broker, ctx, req)
         fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
-                                                 requested, forgotten)
+                                                 requested, forgotten,
+                                                 is_follower=F._replica_id(req) >= 0,
+                                                 uses_topic_ids=version >= 13)
         if fctx.error_code:
             return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
                     "responses": []}
@@ -776,7 +808,7 @@ class Router:
                                 found[(cp.topic, cp.partition)] = data
                         else:
                             got = fetch_has_news(body)
-                            self._collect_fetch(body, version, found)
+                            self._collect_fetch(body, version, found, ctx.connection)
                     if got and not completed:
                         completed = True
                         for other, (k2, w2, _) in waiting.items():
@@ -787,14 +819,14 @@ class Router:
             return assemble()
         return finish()
 
-    def _collect_fetch(self, body: dict, version: int, found: dict) -> None:
+    def _collect_fetch(self, body: dict, version: int, found: dict, conn=None) -> None:
         for t in body.get("responses") or ():
             if version >= 13:
                 name = self.broker.topic_name_for_id(t.get("topic_id"))
             else:
                 name = t.get("topic")
             for p in t.get("partitions") or ():
-                found[(name, p["partition_index"])] = p
+                found[(name, p["partition_index"])] = pin_records(p, conn)
 
     def _send_complete(self, wid: int, rid: int) -> None:
         link = self.peers.get(wid)

@@ -79,7 +79,9 @@ log = logging.getLogger(__name__)
 
 
 def _system_clock() -> int:
-    return int(time.time() * 1000)
+    # Monotonic, as Kafka's SystemTimer (Time.hiResClockMs): a wall-clock step must
+    # neither fire every timeout at once nor hold them back.
+    return int(time.monotonic() * 1000)
 
 
 class TimerTask:

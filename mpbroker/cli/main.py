@@ -151,8 +151,9 @@ def _rate(v: float) -> str:
 
 def cmd_placement(args) -> int:
     """show: per worker pid, core, partitions, bytes in/out per second, requests per
-    second, CPU %, purgatory sizes; move TOPIC-PARTITION WORKER: a live move; balance:
-    moves by the measured bytes in/out."""
+    second, CPU % (psutil), purgatory sizes; move TOPIC-PARTITION WORKER: a live move;
+    balance: moves by the measured bytes in/out. Partitions pinned by `placement.*`
+    config are neither moved nor balanced without --include-pinned."""
     import json
     from mpbroker import config as configmod
     try:
@@ -171,11 +172,13 @@ def cmd_placement(args) -> int:
                 return 2
             out = _admin_call(args.config, args.override,
                               {"cmd": "move", "topic": topic, "partition": int(part),
-                               "worker": int(args.args[1])}, 60)
+                               "worker": int(args.args[1]),
+                               "include_pinned": args.include_pinned}, 60)
         else:
             out = _admin_call(args.config, args.override,
                               {"cmd": "balance", "interval": args.interval,
-                               "dry_run": args.dry_run}, args.interval + 120)
+                               "dry_run": args.dry_run, "include_pinned": args.include_pinned},
+                              args.interval + 120)
     except (ConnectionError, ValueError, OSError, configmod.ConfigError) as e:
         print(f"mpbroker: {e}", file=sys.stderr)
         return 1
@@ -210,6 +213,8 @@ def cmd_placement(args) -> int:
         for m in out["moves"]:
             print(f"{'would move' if args.dry_run else 'move'} {m['topic']}-{m['partition']} "
                   f"to worker {m['to']}")
+        if out.get("pinned_kept"):
+            print(f"kept where the config pins them: {', '.join(out['pinned_kept'])}")
         print("load before (B/s): " + ", ".join(f"w{k}={v:.0f}" for k, v in out["load_before"].items()))
         print("load after (est.): " + ", ".join(f"w{k}={v:.0f}" for k, v in out["load_after_estimate"].items()))
         if "result" in out:
@@ -238,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=1.0, help="seconds to measure rates over")
     p.add_argument("--partitions", action="store_true", help="show: list every partition")
     p.add_argument("--dry-run", action="store_true", help="balance: only print the moves")
+    p.add_argument("--include-pinned", action="store_true",
+                   help="move/balance: also partitions that placement.* config pins")
     p.set_defaults(func=cmd_placement)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -1,5 +1,6 @@
 """The partitions named in a controller -> broker request (LeaderAndIsr 4, StopReplica 5,
-UpdateMetadata 6; any version), and the response body for per-partition errors. Pure."""
+UpdateMetadata 6; any version), StopReplica's delete flags, and the response body for
+per-partition errors. Pure."""
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
@@ -22,6 +23,15 @@ def partitions(api_key: int, version: int, body: dict) -> List[Tuple[str, int, O
                 for t in body.get("topic_states") or [] for s in t["partition_states"]]
     return [(s["topic_name"], s["partition_index"], None)
             for s in body.get("ungrouped_partition_states") or []]
+
+
+def stop_deletes(version: int, body: dict) -> Dict[Tuple[str, int], bool]:
+    """StopReplica: {(topic, partition): delete the log?} (one flag per request before v3)."""
+    if version >= 3:
+        return {(t["topic_name"], s["partition_index"]): bool(s["delete_partition"])
+                for t in body.get("topic_states") or [] for s in t["partition_states"]}
+    delete = bool(body.get("delete_partitions"))
+    return {(t, p): delete for t, p, _ in partitions(5, version, body)}
 
 
 def response(api_key: int, version: int, parts, errors: Dict[Tuple[str, int], int], err: int) -> dict:

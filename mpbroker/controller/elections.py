@@ -15,7 +15,8 @@ the state znode conditionally on its zkVersion.
   shutting down; new ISR = the ISR without the brokers shutting down.
 * `plan`: what the controller does to a partition when brokers come and go: elect when
   the leader is gone or -1; drop dead brokers from the ISR (never emptying it: Kafka
-  keeps the last member so that it can come back as a clean leader).
+  keeps the last member so that it can come back as a clean leader), and followers in
+  controlled shutdown (a leader that added one back while it was stopping).
 """
 from __future__ import annotations
 
@@ -74,9 +75,9 @@ def plan(assignment: Sequence[int], leader: int, isr: Sequence[int], live: Abstr
         # the leader died and nobody can take over: offline, keep the last ISR member(s)
         kept = tuple(r for r in isr if r in live) or ((leader,) if leader in isr else isr[:1])
         return NO_LEADER, kept
-    dead = [r for r in isr if r not in live]
-    if dead:
-        new_isr = tuple(r for r in isr if r in live) or (leader,)
+    kept = tuple(r for r in isr if r in live and (r == leader or r not in shutting_down))
+    if kept != isr:
+        new_isr = kept or (leader,)
         if leader not in new_isr:
             new_isr = (leader,) + new_isr
         if new_isr != isr:

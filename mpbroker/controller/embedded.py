@@ -200,14 +200,13 @@ class EmbeddedController:
     async def create_partitions(self, specs: list[dict], validate_only: bool, timeout_ms: int):
         results = []
         md = self.md
-        seen = set()
+        names = [s["name"] for s in specs]
         for s in specs:
             res = {"name": s["name"], "error_code": 0, "error_message": None}
             try:
-                if s["name"] in seen:
+                if names.count(s["name"]) > 1:     # Kafka: every occurrence is refused
                     raise MetadataError(ErrorCode.INVALID_REQUEST,
                                         "Duplicate topic in request.")
-                seen.add(s["name"])
                 new_md = model.add_partitions(md, s["name"], s["count"], s["assignments"])
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
@@ -244,7 +243,13 @@ class EmbeddedController:
         return out
 
     @staticmethod
-    def _apply_ops(current: dict, ops, incremental: bool, list_keys=()) -> dict:
+    def _apply_ops(current: dict, ops, incremental: bool, keys=None, base=None,
+                   kind: str = "topic") -> dict:
+        """The overrides after `ops`. APPEND/SUBTRACT (incremental only) work on the
+        keys whose type in `keys` (a ConfigKey table) is LIST, starting from the
+        override or else `base(key)` (the default), as Kafka's ZooKeeper-mode
+        prepareIncrementalConfigs: another known key is INVALID_REQUEST, an unknown
+        one INVALID_CONFIG."""
         new = dict(current) if incremental else {}
         for key, op, value in ops:
             if op == SET:
@@ -258,19 +263,29 @@ class EmbeddedController:
             elif op == DELETE:
                 new.pop(key, None)
             elif op in (APPEND, SUBTRACT):
-                if key not in list_keys:
-                    raise MetadataError(ErrorCode.INVALID_CONFIG,
-                                        f"Config value append is not allowed for config key: {key}")
-                items = [x for x in (new.get(key) or "").split(",") if x]
-                vals = [x for x in (value or "").split(",") if x]
-                if op == APPEND:
-                    items += [v for v in vals if v not in items]
-                else:
-                    items = [x for x in items if x not in vals]
-                new[key] = ",".join(items)
+                new[key] = EmbeddedController._list_op(new, key, op, value, keys or {},
+                                                       base, kind)
             else:
                 raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
         return new
+
+    @staticmethod
+    def _list_op(new: dict, key: str, op: int, value, keys, base, kind: str) -> str:
+        spec = keys.get(key)
+        if spec is None:
+            raise MetadataError(ErrorCode.INVALID_CONFIG, f"Unknown {kind} config name: {key}")
+        verb = "append" if op == APPEND else "subtract"
+        if spec.type != configmod.ConfigType.LIST:
+            raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                f"Config value {verb} is not allowed for config key: {key}")
+        start = new[key] if key in new else (base(key) if base else "")
+        items = [x.strip() for x in (start or "").split(",") if x.strip()]
+        vals = [x.strip() for x in (value or "").split(",") if x.strip()]
+        if op == APPEND:
+            items += [v for v in vals if v not in items]
+        else:
+            items = [x for x in items if x not in vals]
+        return ",".join(items)
 
     def _alter_topic(self, md, name, ops, incremental, validate_only):
         topic = md.topic(name)
@@ -278,7 +293,9 @@ class EmbeddedController:
         if len(keys) != len(set(keys)):
             raise MetadataError(ErrorCode.INVALID_REQUEST,
                                 "Error due to duplicate config keys")
-        new = self._apply_ops(topic.configs, ops, incremental, list_keys=("cleanup.policy",))
+        defaults = self._broker_cfg.log_config_defaults()
+        new = self._apply_ops(topic.configs, ops, incremental, configmod.TOPIC_CONFIGS,
+                              lambda k: configmod.to_string(defaults.get(k)))
         configmod.effective_topic_config(self._broker_cfg, new)  # validates, ConfigError
         new_md = model.set_topic_configs(md, name, new)
         return md if validate_only else new_md
@@ -288,7 +305,8 @@ class EmbeddedController:
         if per_broker and name != str(self.broker_id):
             raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}")
         layer = "broker" if per_broker else "default"
-        new = self._apply_ops(self._dynamic[layer], ops, incremental)
+        new = self._apply_ops(self._dynamic[layer], ops, incremental, configmod.BROKER_CONFIGS,
+                              lambda k: configmod.to_string(self.cfg.default_of(k)), "broker")
         configmod.validate_dynamic_update(new, per_broker)
         if validate_only:
             return

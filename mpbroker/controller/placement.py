@@ -20,7 +20,10 @@ its children; deviation by design, same single-writer guarantee).
   the log, with the time the partition was unavailable. Two processes never have the
   same log open.
 * `balance` measures bytes in + out per second per partition over an interval and moves
-  partitions by `workers.placement.plan_balance`.
+  partitions by `workers.placement.plan_balance`. Partitions pinned by `placement.*`
+  config stay put, and `move` refuses them, unless the request says `include_pinned`.
+* CPU % per worker: psutil's `Process(pid).cpu_percent()` over the sampling interval
+  (primed at the first sample, read at the second), as the issue asks.
 * The admin endpoint: a Unix socket at `admin.socket` (default
   `<log.dirs[0]>/.mpbroker-admin.sock`); one JSON line in (`{"cmd": "show"|"move"|
   "balance", ...}`), one JSON line out. Only local users with access to the data
@@ -40,6 +43,33 @@ log = logging.getLogger(__name__)
 
 ACK_TIMEOUT_S = 15.0
 ASK_TIMEOUT_S = 5.0
+
+
+def _cpu_meters(pids: dict[int, int]) -> dict:
+    """{worker: psutil.Process} primed for `cpu_percent` (its first call starts the
+    measurement, the next one returns the CPU % in between)."""
+    import psutil
+    out = {}
+    for wid, pid in pids.items():
+        try:
+            proc = psutil.Process(pid)
+            proc.cpu_percent(None)
+            out[wid] = proc
+        except psutil.Error:
+            pass
+    return out
+
+
+def _cpu_percent(proc, pid: int) -> float:
+    """CPU % of the worker since `_cpu_meters`; 0.0 when it was respawned meanwhile (a
+    new pid) or is gone."""
+    import psutil
+    if proc is None or proc.pid != pid:
+        return 0.0
+    try:
+        return proc.cpu_percent(None)
+    except psutil.Error:
+        return 0.0
 
 
 def placement_path(log_dir: str) -> str:
@@ -175,6 +205,7 @@ class PlacementManager:
     async def sample(self, interval: float) -> dict:
         """Two stats samples `interval` apart; rates per worker and per partition."""
         a = await self.ask_all("stats")
+        cpu = _cpu_meters({wid: s["pid"] for wid, s in a.items()})
         await asyncio.sleep(max(0.05, interval))
         b = await self.ask_all("stats")
         workers = []
@@ -202,7 +233,7 @@ class PlacementManager:
                 "bytes_out_per_s": max(0.0, rate("bytes_out")),
                 "requests_per_s": max(0.0, rate("requests")),
                 "served_for_peers_per_s": max(0.0, rate("requests_served")),
-                "cpu_percent": max(0.0, 100.0 * rate("cpu_s")),
+                "cpu_percent": _cpu_percent(cpu.get(wid), s2["pid"]),
                 "purgatory": s2["purgatory"], "fetch_sessions": s2["fetch_sessions"],
                 "connections": s2["connections"]})
         return {"num_workers": self.table.num_workers, "revision": self.table.revision,
@@ -218,11 +249,16 @@ class PlacementManager:
         if t is None or partition not in t.partitions:
             raise ValueError(f"unknown partition {topic}-{partition}")
 
-    async def move(self, topic: str, partition: int, worker: int) -> dict:
+    async def move(self, topic: str, partition: int, worker: int,
+                   include_pinned: bool = False) -> dict:
         n = self.table.num_workers
         if not 0 <= worker < n:
             raise ValueError(f"worker must be in 0..{n - 1}")
         self._check_partition(topic, partition)
+        pin = self.table.pinned(topic, partition)
+        if pin is not None and pin != worker and not include_pinned:
+            raise ValueError(f"{topic}-{partition} is pinned to worker {pin} by the placement.* "
+                             f"config; --include-pinned moves it anyway (until the next start)")
         async with self._lock:
             return await self._move_many({(topic, partition): worker})
 
@@ -252,13 +288,13 @@ class PlacementManager:
                 "close_ms": round((closed - t0) * 1000, 3), "revision": rev}
 
     async def balance(self, interval: float = 2.0, dry_run: bool = False,
-                      max_moves: int = 64) -> dict:
+                      max_moves: int = 64, include_pinned: bool = False) -> dict:
         s = await self.sample(interval)
         loads = {}
         for w in s["workers"]:
             for p in w["partitions"]:
                 loads[(p["topic"], p["partition"])] = p["bytes_in_per_s"] + p["bytes_out_per_s"]
-        plan = plan_balance(loads, self.table, max_moves)
+        plan = plan_balance(loads, self.table, max_moves, include_pinned)
         before = {w["worker"]: w["bytes_in_per_s"] + w["bytes_out_per_s"] for w in s["workers"]}
         after = dict.fromkeys(before, 0.0)
         for tp, load in loads.items():
@@ -266,7 +302,9 @@ class PlacementManager:
             if w in after:
                 after[w] += load
         out = {"load_before": before, "load_after_estimate": after,
-               "moves": [{"topic": t, "partition": p, "to": w} for (t, p), w in plan.items()]}
+               "moves": [{"topic": t, "partition": p, "to": w} for (t, p), w in plan.items()],
+               "pinned_kept": sorted(f"{t}-{p}" for t, p in loads
+                                     if not include_pinned and self.table.pinned(t, p) is not None)}
         if plan and not dry_run:
             async with self._lock:
                 out["result"] = await self._move_many(plan)
@@ -297,11 +335,13 @@ class PlacementManager:
                     resp = {"ok": await self.show(float(req.get("interval", 1.0)))}
                 elif cmd == "move":
                     resp = {"ok": await self.move(str(req["topic"]), int(req["partition"]),
-                                                  int(req["worker"]))}
+                                                  int(req["worker"]),
+                                                  bool(req.get("include_pinned")))}
                 elif cmd == "balance":
                     resp = {"ok": await self.balance(float(req.get("interval", 2.0)),
                                                      bool(req.get("dry_run")),
-                                                     int(req.get("max_moves", 64)))}
+                                                     int(req.get("max_moves", 64)),
+                                                     bool(req.get("include_pinned")))}
                 elif cmd == "table":
                     resp = {"ok": self.table.to_json()}
                 else:

@@ -16,21 +16,37 @@ Ownership (one process per broker, all of them peers):
 * One broker at a time is the active controller: it created the ephemeral `/controller`
   together with an increment of `/controller_epoch` (one ZooKeeper multi-op). Only the
   active controller initializes partition states, elects leaders (elections.py), shrinks
-  the ISR of dead brokers, deletes topics (`/admin/delete_topics`), handles preferred
-  elections (`/admin/preferred_replica_election`, ElectLeaders, auto leader rebalance),
-  consumes `/isr_change_notification`, and serves ControlledShutdown. Every one of its
-  state writes is a multi-op that checks `/controller_epoch`'s version, so a deposed
-  controller (session expired, a newer epoch written) can never overwrite anything: its
-  write fails and it resigns.
+  the ISR of dead brokers and of followers shutting down, deletes topics
+  (`/admin/delete_topics`), handles preferred elections
+  (`/admin/preferred_replica_election`, ElectLeaders, auto leader rebalance), consumes
+  `/isr_change_notification`, and serves ControlledShutdown. Every one of its writes
+  (partition states, topic znodes, topic deletion, the /admin and ISR-notification
+  cleanups) is a multi-op whose first op checks `/controller_epoch`'s version
+  (`_fenced`/`_commit`), so a deposed controller (session expired, a newer epoch written)
+  can never change anything: its write fails and it resigns. CreatePartitions, served by
+  any broker, checks the version this broker last read.
+* Topic deletion (Kafka's TopicDeletionManager): `/admin/delete_topics/<t>` marks the
+  topic; every broker watches those children and leaves a marked topic out of its view
+  (clients get UNKNOWN_TOPIC_OR_PARTITION, workers delete their logs). The active
+  controller stops electing for it and sends StopReplica(delete=true) to every replica,
+  again every few seconds until each answered, also to a replica whose broker was down
+  and came back; only when all answered does it remove the topic's znodes and the
+  request. A replica offline keeps the deletion pending (the name cannot be reused).
 * Leaders change their ISR themselves (`alter_partition`, any broker): a conditional set
   of the state znode on its version, then an `/isr_change_notification/isr_change_` znode.
+  An ISR may only grow by brokers that are registered and not shutting down
+  (INELIGIBLE_REPLICA, KIP-841).
+* Controlled shutdown (`controlled_shutdown` on the active controller): leaderships move
+  away, the broker leaves the ISRs it follows, and it gets StopReplica(delete=false) for
+  the partitions it follows, so its replica fetchers stop (it shows itself in their
+  offline replicas, which its workers read as "close, keep the log").
 * Controller -> broker requests: the active controller also sends LeaderAndIsr /
   UpdateMetadata / StopReplica over the Kafka protocol (one sender task per broker);
   a receiving broker (`controller_request`) checks the controller and broker epochs and
   re-reads the named znodes. Reassignments (KIP-455) live in the topic znodes'
   `adding_replicas` / `removing_replicas`.
-* Controlled shutdown: `controlled_shutdown` on the active controller moves a stopping
-  broker's leaderships; `request_controlled_shutdown` is the stopping broker's side.
+* `request_controlled_shutdown` is the stopping broker's side of controlled shutdown
+  (`controlled.shutdown.max.retries` attempts, then it stops anyway).
 * Session expiry (kazoo LOST): stop acting as controller at once; on the new session,
   register the broker again, reload every watch, run for controller again.
 
@@ -65,6 +81,9 @@ log = logging.getLogger(__name__)
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 TICK_S = 1.0
 CONTROLLED_SHUTDOWN = 7
+DELETE_RETRY_S = 5.0      # StopReplica(delete) again to a replica that has not answered
+                          # (at once after a failed send, or when its broker registers)
+MULTI_OPS = 1000          # znodes deleted per ZooKeeper transaction (jute.maxbuffer is 1 MiB)
 
 
 class ZkController(EmbeddedController):
@@ -121,6 +140,9 @@ class ZkController(EmbeddedController):
         self.states: Dict[Tuple[str, int], Z.LeaderAndIsr] = {}
         self.configs: Dict[str, Dict[str, str]] = {}
         self.controller_id = -1
+        self.deleting: Set[str] = set()     # the children of /admin/delete_topics
+        self._stopped: Set[Tuple[str, int]] = set()  # StopReplica(delete=false) received
+        self.seen_epoch_zk_version = -1     # /controller_epoch's version when last read
         # the active controller's state
         self.active = False
         self.controller_epoch = 0
@@ -128,7 +150,9 @@ class ZkController(EmbeddedController):
         self.shutting_down: Set[int] = set()
         self.broker_epoch = -1
         self.seen_controller_epoch = 0      # the newest /controller_epoch this broker knows
-        self._outbox: Dict[int, dict] = {}  # broker id -> {"changed": set, "stop": dict}
+        self._outbox: Dict[int, dict] = {}  # broker id -> {"changed", "lai", "stop"}
+        self._del_acked: Dict[str, Set[int]] = {}   # topic -> replicas that deleted it
+        self._del_sent: Dict[Tuple[str, int], float] = {}
         self._senders: Dict[int, asyncio.Task] = {}
         self._conns: Dict[int, object] = {}
         self.loop: Optional[asyncio.AbstractEventLoop] = None
@@ -197,9 +221,6 @@ class ZkController(EmbeddedController):
                 pass              # the loop is closed: the process is stopping
         fn(*args, **kw).rawlink(done)
         return asyncio.wait_for(fut, max(5.0, self.session_timeout_s * 2))
-
-    async def _zsync(self, fn, *args, **kw):
-        return await self.loop.run_in_executor(None, lambda: fn(*args, **kw))
 
     def _watch(self, event) -> None:      # kazoo thread
         try:
@@ -325,6 +346,7 @@ class ZkController(EmbeddedController):
     async def _full_reload(self) -> None:
         await self._load_brokers()
         await self._load_controller()
+        await self._load_deletions()
         await self._load_topics(all_topics=True)
 
     async def _refresh(self, path: str) -> None:
@@ -334,7 +356,10 @@ class ZkController(EmbeddedController):
             await self._load_controller()
         elif path == Z.TOPICS:
             await self._load_topics()
-        elif path in (Z.DELETE_TOPICS, Z.PREFERRED_ELECTION, Z.ISR_CHANGES, Z.REASSIGN):
+        elif path == Z.DELETE_TOPICS:
+            await self._load_deletions()
+            self._admin_dirty = True
+        elif path in (Z.PREFERRED_ELECTION, Z.ISR_CHANGES, Z.REASSIGN):
             self._admin_dirty = True
         else:
             tp = Z.parse_state_path(path)
@@ -370,8 +395,10 @@ class ZkController(EmbeddedController):
             self.shutting_down.discard(b)
         for b in brokers:        # a broker that re-registered (new epoch) is not shutting down
             old = self.brokers.get(b)
-            if old is not None and old.epoch != brokers[b].epoch:
+            if old is None or old.epoch != brokers[b].epoch:
                 self.shutting_down.discard(b)
+                for key in [k for k in self._del_sent if k[1] == b]:
+                    del self._del_sent[key]     # pending deletions: StopReplica at once
         self.brokers = brokers
         if self.broker_id not in brokers and self.broker_epoch != -1 and not self._closing \
                 and not self._session_lost:
@@ -392,8 +419,9 @@ class ZkController(EmbeddedController):
                 log.warning("%s", e)
         if cid != -1:
             try:
-                data, _ = await self._z(self.zk.get_async, Z.CONTROLLER_EPOCH)
+                data, stat = await self._z(self.zk.get_async, Z.CONTROLLER_EPOCH)
                 self.seen_controller_epoch = max(self.seen_controller_epoch, int(data or b"0"))
+                self.seen_epoch_zk_version = stat.version
             except (NoNodeError, ValueError):
                 pass
         if cid != self.controller_id:
@@ -403,6 +431,16 @@ class ZkController(EmbeddedController):
             self._resign()
         if cid == -1:
             self._wake.set()
+
+    async def _load_deletions(self) -> None:
+        names = set(await self._z(self.zk.get_children_async, Z.DELETE_TOPICS, self._watch))
+        if names != self.deleting:
+            log.info("topics marked for deletion: %s", sorted(names))
+        self.deleting = names
+
+    def _hidden(self, name: str) -> bool:
+        """Marked for deletion: out of every view (Kafka's LeaderDuringDelete)."""
+        return name in self.deleting and bool(self._broker_cfg["delete.topic.enable"])
 
     async def _load_topics(self, all_topics: bool = False) -> None:
         names = set(await self._z(self.zk.get_children_async, Z.TOPICS, self._watch))
@@ -470,14 +508,20 @@ class ZkController(EmbeddedController):
     def _build(self) -> model.ClusterMetadata:
         brokers = {i: model.Broker(b.id, b.host, b.port, b.rack) for i, b in sorted(self.brokers.items())}
         topics = {}
+        me = self.broker_id
         for name, ta in self.topics.items():
+            if self._hidden(name):
+                continue
             parts = {}
             for p, ar in sorted(ta.partitions.items()):
                 st = self.states.get((name, p))
                 if st is None:
                     continue      # not initialized by the controller yet: not visible
+                # this broker is offline only where it was told to stop replicating
+                stopped = (name, p) in self._stopped and st.leader != me
+                offline = tuple(r for r in ar if (r != me and r not in brokers) or (r == me and stopped))
                 parts[p] = model.PartitionState(p, st.leader, st.leader_epoch, ar, st.isr,
-                                                tuple(r for r in ar if r not in brokers), st.zk_version)
+                                                offline, st.zk_version)
             if parts:
                 topics[name] = model.Topic(name, ta.topic_id, parts, dict(self.configs.get(name, {})),
                                            name in INTERNAL_TOPICS)
@@ -519,6 +563,7 @@ class ZkController(EmbeddedController):
         self.controller_epoch, self.epoch_zk_version = epoch + 1, results[1].version
         self.seen_controller_epoch = max(self.seen_controller_epoch, self.controller_epoch)
         self._outbox, self._conns = {}, {}
+        self._del_acked, self._del_sent = {}, {}     # deletions restart with this term
         for b in self.brokers:       # a new controller tells every broker the whole state
             self._queue(b, set(self.states), {}, {
                 k for k in self.states if k[0] in self.topics
@@ -543,26 +588,83 @@ class ZkController(EmbeddedController):
             return v.lower() == "true"
         return bool(self._broker_cfg["unclean.leader.election.enable"])
 
-    async def _write_state(self, topic: str, p: int, leader: int, isr, old: Z.LeaderAndIsr) -> bool:
-        """A fenced conditional write of a new leader/ISR (leader epoch + 1)."""
-        new = Z.LeaderAndIsr(leader, old.leader_epoch + 1, tuple(isr), self.controller_epoch)
+    # ----------------------------------------------------------------- fenced writes
+    def _fenced(self):
+        """A ZooKeeper transaction whose first op checks /controller_epoch's version: the
+        one this controller wrote when elected (a deposed controller's write fails), or on
+        a broker that is not the controller the one it last read (a write planned on a
+        view from before a controller change fails)."""
         t = self.zk.transaction()
-        t.check(Z.CONTROLLER_EPOCH, self.epoch_zk_version)
-        t.set_data(Z.state_path(topic, p), Z.state_json(new), version=old.zk_version)
+        t.check(Z.CONTROLLER_EPOCH, self.epoch_zk_version if self.active else self.seen_epoch_zk_version)
+        return t
+
+    async def _commit(self, t) -> Optional[list]:
+        """Commit a `_fenced` transaction: the results of its own ops (an exception in
+        place of each failed one), or None when the epoch check failed (the active
+        controller then resigns)."""
         results = await self._z(t.commit_async)
         if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            log.warning("controller epoch %d is stale: resigning", self.controller_epoch)
-            self._resign()
+            if self.active:
+                log.warning("controller epoch %d is stale: resigning", self.controller_epoch)
+                self._resign()
+            return None
+        return results[1:]
+
+    async def _delete_fenced(self, paths) -> bool:
+        """The active controller deletes znodes (children listed before their parents) in
+        fenced transactions of at most MULTI_OPS deletes; False when one failed (nothing
+        of that one applied) or this is not the active controller."""
+        paths = list(paths)
+        for i in range(0, len(paths), MULTI_OPS):
+            if not self.active:
+                return False
+            t = self._fenced()
+            for path in paths[i:i + MULTI_OPS]:
+                t.delete(path)
+            results = await self._commit(t)
+            if results is None:
+                return False
+            errors = [(path, r) for path, r in zip(paths[i:], results)
+                      if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if errors:
+                log.info("deleting %s: %s", errors[0][0], type(errors[0][1]).__name__)
+                return False
+        return True
+
+    async def _subtree(self, path: str) -> list:
+        """`path` and every znode below it, children before parents; [] when missing."""
+        try:
+            children = await self._z(self.zk.get_children_async, path)
+        except NoNodeError:
+            return []
+        below = await asyncio.gather(*(self._subtree(f"{path}/{c}") for c in children))
+        return [x for sub in below for x in sub] + [path]
+
+    async def _write_state(self, topic: str, p: int, leader: int, isr, old: Z.LeaderAndIsr) -> bool:
+        """A fenced conditional write of a new leader/ISR (leader epoch + 1)."""
+        t = self._fenced()
+        new = self._state_op(t, topic, p, leader, isr, old)
+        results = await self._commit(t)
+        if results is None:
             return False
-        if isinstance(results[1], Exception):
+        if isinstance(results[0], Exception):
             await self._load_state(topic, p)      # someone changed it: plan again
             self._wake.set()
             return False
-        self.states[(topic, p)] = replace(new, zk_version=results[1].version)
+        self._state_written(topic, p, new, old, results[0])
+        return True
+
+    def _state_op(self, t, topic: str, p: int, leader: int, isr, old: Z.LeaderAndIsr) -> Z.LeaderAndIsr:
+        """Add the conditional set of a new leader/ISR (leader epoch + 1) to transaction t."""
+        new = Z.LeaderAndIsr(leader, old.leader_epoch + 1, tuple(isr), self.controller_epoch)
+        t.set_data(Z.state_path(topic, p), Z.state_json(new), version=old.zk_version)
+        return new
+
+    def _state_written(self, topic: str, p: int, new: Z.LeaderAndIsr, old: Z.LeaderAndIsr, stat) -> None:
+        self.states[(topic, p)] = replace(new, zk_version=stat.version)
         self._changed((topic, p))
         log.info("%s-%d: leader %d -> %d, isr %s -> %s, leader epoch %d", topic, p, old.leader,
-                 leader, list(old.isr), list(isr), new.leader_epoch)
-        return True
+                 new.leader, list(old.isr), list(new.isr), new.leader_epoch)
 
     async def _init_partition(self, topic: str, p: int, ar, live) -> None:
         candidates = [r for r in ar if r in live and r not in self.shutting_down]
@@ -570,13 +672,12 @@ class ZkController(EmbeddedController):
             return          # stays new until a replica is alive (Kafka's NewPartition)
         isr = tuple(r for r in ar if r in live)
         state = Z.LeaderAndIsr(candidates[0], 0, isr, self.controller_epoch)
-        await self._z(self.zk.ensure_path_async, Z.partition_path(topic, p))
-        t = self.zk.transaction()
-        t.check(Z.CONTROLLER_EPOCH, self.epoch_zk_version)
+        t = self._fenced()
+        for path in (f"{Z.topic_path(topic)}/partitions", Z.partition_path(topic, p)):
+            if await self._z(self.zk.exists_async, path) is None:
+                t.create(path, b"")
         t.create(Z.state_path(topic, p), Z.state_json(state))
-        results = await self._z(t.commit_async)
-        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            self._resign()
+        if await self._commit(t) is None:
             return
         await self._load_state(topic, p)
         self._changed((topic, p))
@@ -588,9 +689,12 @@ class ZkController(EmbeddedController):
             if self._admin_dirty:
                 self._admin_dirty = False
                 await self._handle_admin()
+            await self._progress_deletions()
             live = set(self.brokers)
             self.shutting_down &= live
             for name, ta in list(self.topics.items()):
+                if name in self.deleting:
+                    continue              # Kafka elects nothing for a topic being deleted
                 for p, ar in list(ta.partitions.items()):
                     if not self.active:
                         return
@@ -611,7 +715,8 @@ class ZkController(EmbeddedController):
         if not cfg["auto.leader.rebalance.enable"] or time.monotonic() - self._last_rebalance < interval:
             return
         self._last_rebalance = time.monotonic()
-        assignments = {(t, p): ar for t, ta in self.topics.items() for p, ar in ta.partitions.items()}
+        assignments = {(t, p): ar for t, ta in self.topics.items() if t not in self.deleting
+                       for p, ar in ta.partitions.items()}
         leaders = {k: s.leader for k, s in self.states.items()}
         live = set(self.brokers) - self.shutting_down
         for b in sorted(live):
@@ -624,27 +729,51 @@ class ZkController(EmbeddedController):
                     if choice:
                         await self._write_state(t, p, choice[0], choice[1], st)
 
-    async def _handle_admin(self) -> None:
-        # topic deletions
-        for name in await self._z(self.zk.get_children_async, Z.DELETE_TOPICS, self._watch):
-            if self._broker_cfg["delete.topic.enable"]:
-                log.info("deleting topic %s", name)
-                ta = self.topics.get(name)
-                if ta is not None:
-                    for b in self.brokers:
-                        parts = [p for p, ar in ta.partitions.items() if b in ar]
-                        if parts:
-                            self._queue(b, set(), {name: parts})
-                for path in (Z.topic_path(name), Z.topic_config_path(name)):
-                    try:
-                        await self._zsync(self.zk.delete, path, recursive=True)
-                    except NoNodeError:
-                        pass
+    # ----------------------------------------------------------------- topic deletion
+    async def _progress_deletions(self) -> None:
+        """Kafka's TopicDeletionManager, one step per tick for each marked topic: the
+        replicas that have not answered StopReplica(delete=true) get it (again after
+        DELETE_RETRY_S; an offline one when it is back); once all answered, the topic's
+        znodes and the request go. With delete.topic.enable=false the request is dropped."""
+        enabled = self._broker_cfg["delete.topic.enable"]
+        now = time.monotonic()
+        for name in sorted(self.deleting):
+            if not self.active:
+                return
+            if not enabled:
+                log.info("topic deletion is disabled: dropping the request to delete %s", name)
+                await self._delete_fenced([f"{Z.DELETE_TOPICS}/{name}"])
+                continue
+            ta = self.topics.get(name)
+            parts = ta.partitions if ta is not None else {}
+            pending = {r for ar in parts.values() for r in ar} - self._del_acked.get(name, set())
+            for b in sorted(pending & set(self.brokers)):
+                if now - self._del_sent.get((name, b), -DELETE_RETRY_S) >= DELETE_RETRY_S:
+                    self._del_sent[(name, b)] = now
+                    self._queue(b, set(), {(name, p): True for p, ar in parts.items() if b in ar})
+            if pending:
+                continue
+            paths = await self._subtree(Z.topic_path(name)) + await self._subtree(Z.topic_config_path(name))
+            if await self._delete_fenced(paths + [f"{Z.DELETE_TOPICS}/{name}"]):
+                log.info("deleted topic %s", name)
                 self._drop_topic(name)
-            try:
-                await self._z(self.zk.delete_async, f"{Z.DELETE_TOPICS}/{name}")
-            except NoNodeError:
-                pass
+                self.deleting.discard(name)
+                self._del_acked.pop(name, None)
+                for key in [k for k in self._del_sent if k[0] == name]:
+                    del self._del_sent[key]
+
+    def _deletion_answered(self, b: int, stop: dict, resp: dict) -> None:
+        """A StopReplica response of broker b: the topics it deleted without error."""
+        if resp.get("error_code"):
+            return
+        failed = {e["topic_name"] for e in resp.get("partition_errors") or () if e["error_code"]}
+        for t in {t for (t, _), delete in stop.items() if delete} - failed:
+            if t in self.deleting:
+                self._del_acked.setdefault(t, set()).add(b)
+                self._wake.set()
+
+    async def _handle_admin(self) -> None:
+        await self._load_deletions()          # the watch again; _progress_deletions acts
         # preferred replica elections requested through ZooKeeper
         stat = await self._z(self.zk.exists_async, Z.PREFERRED_ELECTION, self._watch)
         if stat is not None:
@@ -653,10 +782,9 @@ class ZkController(EmbeddedController):
                 await self._elect_locked(0, Z.parse_partitions(data, Z.PREFERRED_ELECTION))
             except (NoNodeError, Z.ZkDataError) as e:
                 log.warning("%s: %s", Z.PREFERRED_ELECTION, e)
-            try:
-                await self._z(self.zk.delete_async, Z.PREFERRED_ELECTION)
-            except NoNodeError:
-                pass
+            await self._delete_fenced([Z.PREFERRED_ELECTION])
+        if not self.active:
+            return
         # reassignments requested through ZooKeeper (kafka-reassign-partitions --zookeeper)
         stat = await self._z(self.zk.exists_async, Z.REASSIGN, self._watch)
         if stat is not None:
@@ -666,10 +794,9 @@ class ZkController(EmbeddedController):
                 await self._reassign_locked([(t, p, r) for (t, p), r in moves.items()])
             except (NoNodeError, Z.ZkDataError) as e:
                 log.warning("%s: %s", Z.REASSIGN, e)
-            try:
-                await self._z(self.zk.delete_async, Z.REASSIGN)
-            except NoNodeError:
-                pass
+            await self._delete_fenced([Z.REASSIGN])
+        if not self.active:
+            return
         # ISR change notifications: our cache watches every state znode already
         for child in await self._z(self.zk.get_children_async, Z.ISR_CHANGES, self._watch):
             path = f"{Z.ISR_CHANGES}/{child}"
@@ -680,16 +807,16 @@ class ZkController(EmbeddedController):
                         await self._load_state(t, p)
             except (NoNodeError, Z.ZkDataError):
                 pass
-            try:
-                await self._z(self.zk.delete_async, path)
-            except NoNodeError:
-                pass
+            if not self.active:
+                return
+            await self._delete_fenced([path])
 
     # ----------------------------------------------------------------- controller -> broker requests
     # The active controller tells the brokers about every leader/ISR change over the Kafka
     # protocol as Kafka's ControllerChannelManager does: LeaderAndIsr (v5) to the replicas
-    # of the changed partitions, UpdateMetadata (v7) to every live broker, StopReplica (v3,
-    # delete) to the replicas of deleted topics. One sender task per broker drains that
+    # of the changed partitions, UpdateMetadata (v7) to every live broker, StopReplica (v3)
+    # with delete to the replicas of deleted topics (their answers drive the deletion) and
+    # without to a broker in controlled shutdown. One sender task per broker drains that
     # broker's outbox (coalesced), with a 5 s request timeout; a broker that does not
     # answer gets everything again with the next change. The receiving broker checks the
     # epochs (`controller_request`) and re-reads the named znodes (ZooKeeper stays the
@@ -699,26 +826,31 @@ class ZkController(EmbeddedController):
         for b in self.brokers:
             self._queue(b, {key}, {}, {key} if b in ar else set())
 
-    def _queue(self, b: int, changed: set, stop: dict, lai: set = frozenset()) -> None:
+    def _queue(self, b: int, changed: set, stop: dict, lai: set = frozenset(),
+               sent: Optional[asyncio.Future] = None) -> None:
         """Queue for broker b: UpdateMetadata of `changed`, LeaderAndIsr of `lai`,
-        StopReplica (delete) of `stop` ({topic: partitions})."""
+        StopReplica of `stop` ({(topic, partition): delete}); `sent` gets True once
+        broker b answered them, False when that failed."""
         if not self.active or self.loop is None:
             return
-        box = self._outbox.setdefault(b, {"changed": set(), "lai": set(), "stop": {}})
+        box = self._outbox.setdefault(b, {"changed": set(), "lai": set(), "stop": {}, "sent": []})
         box["changed"] |= changed
         box["lai"] |= lai
-        for t, ps in stop.items():
-            box["stop"].setdefault(t, set()).update(ps)
+        for key, delete in stop.items():
+            box["stop"][key] = box["stop"].get(key, False) or delete
+        if sent is not None:
+            box["sent"].append(sent)
         task = self._senders.get(b)
         if task is None or task.done():
             self._senders[b] = self.loop.create_task(self._send_loop(b))
 
     async def _send_loop(self, b: int) -> None:
         from workers.kafka_client import KafkaConnection
-        while self.active and self._outbox.get(b) and any(self._outbox[b].values()):
+        while self.active and b in self._outbox:
             box = self._outbox.pop(b)
             info = self.brokers.get(b)
             if info is None:
+                self._settle(box, False)
                 return
             try:
                 conn = self._conns.get(b)
@@ -742,23 +874,41 @@ class ZkController(EmbeddedController):
                     resp = await conn.request(6, 7, body)
                     self._check_reply(b, "UpdateMetadata", resp)
                 if box["stop"]:
-                    body = dict(head, topic_states=[
-                        {"topic_name": t, "partition_states": [
-                            {"partition_index": p, "leader_epoch": -2, "delete_partition": True}
-                            for p in sorted(ps)]} for t, ps in box["stop"].items()])
-                    resp = await conn.request(5, 3, body)
+                    resp = await conn.request(5, 3, dict(head, topic_states=self._stop_states(box["stop"])))
                     self._check_reply(b, "StopReplica", resp)
+                    self._deletion_answered(b, box["stop"], resp)
             except (OSError, ConnectionError, asyncio.TimeoutError) as e:
                 log.info("controller request to broker %d failed: %s", b, e)
+                self._settle(box, False)
+                for key in [k for k in self._del_sent if k[1] == b]:
+                    del self._del_sent[key]     # deletions: again with the next tick
                 old = self._conns.pop(b, None)
                 if old is not None:
                     await old.close()
                 return
+            self._settle(box, True)
+
+    @staticmethod
+    def _settle(box: dict, ok: bool) -> None:
+        for fut in box["sent"]:
+            if not fut.done():
+                fut.set_result(ok)
 
     @staticmethod
     def _check_reply(b: int, what: str, resp: dict) -> None:
         if resp.get("error_code"):
             log.warning("%s to broker %d: error %d", what, b, resp["error_code"])
+
+    def _stop_states(self, stop: dict) -> list:
+        """StopReplica v3 topic_states; the leader epoch is -2 for a deletion (Kafka's
+        EpochDuringDelete), else the current one."""
+        by_topic: Dict[str, list] = {}
+        for (t, p), delete in sorted(stop.items()):
+            st = self.states.get((t, p))
+            epoch = -2 if delete else (st.leader_epoch if st is not None else -1)
+            by_topic.setdefault(t, []).append(
+                {"partition_index": p, "leader_epoch": epoch, "delete_partition": delete})
+        return [{"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()]
 
     def _topic_states(self, keys, leader_and_isr: bool) -> list:
         by_topic: Dict[str, list] = {}
@@ -807,6 +957,9 @@ class ZkController(EmbeddedController):
         if err == ErrorCode.NONE and not self._session_lost:
             if api_key == 6:
                 await self._load_brokers()
+            if api_key == 5:
+                await self._load_deletions()      # delete: the topic leaves our view
+                self._stop_replicas(broker_requests.stop_deletes(version, body))
             if any(t not in self.topics for t, _, _ in parts):
                 await self._load_topics()
             known = [(t, p) for t, p, _ in parts if t in self.topics and p in self.topics[t].partitions]
@@ -825,6 +978,15 @@ class ZkController(EmbeddedController):
             errors = {(t, p): err for t, p, _ in parts}
         return broker_requests.response(api_key, version, parts, errors, err)
 
+    def _stop_replicas(self, deletes: dict) -> None:
+        """StopReplica without delete (controlled shutdown): this broker stops following
+        those partitions for the rest of its run (`_build` shows it offline there)."""
+        for key, delete in deletes.items():
+            st = self.states.get(key)
+            if not delete and (st is None or st.leader != self.broker_id) and key not in self._stopped:
+                self._stopped.add(key)
+                log.info("stopping the replica of %s-%d (StopReplica)", *key)
+
     # ----------------------------------------------------------------- reassignment (KIP-455)
     @staticmethod
     def _reassignment_of(ta: Z.TopicAssignment, p: int):
@@ -835,8 +997,12 @@ class ZkController(EmbeddedController):
             return rs, None, rs
         return rs, tuple(r for r in rs if r not in removing), tuple(r for r in rs if r not in adding)
 
-    async def _write_assignment(self, topic: str, changes: Dict[int, tuple]) -> bool:
-        """changes: p -> (RS, adding, removing); a conditional write of the topic znode."""
+    async def _write_assignment(self, topic: str, changes: Dict[int, tuple], states=None) -> bool:
+        """changes: p -> (RS, adding, removing); a fenced conditional write of the topic
+        znode, in the same transaction as the new leader/ISR of `states` ({p: (leader,
+        isr, old state)}): a reassignment ends, or is cancelled, at once, so no leader
+        ever sees the smaller ISR with the larger replica set (and adds a leaving
+        replica back)."""
         ta = self.topics[topic]
         parts, adding, removing = dict(ta.partitions), dict(ta.adding or {}), dict(ta.removing or {})
         for p, (rs, add, rem) in changes.items():
@@ -847,14 +1013,22 @@ class ZkController(EmbeddedController):
                 adding[p] = tuple(add)
             if rem:
                 removing[p] = tuple(rem)
-        try:
-            await self._z(self.zk.set_async, Z.topic_path(topic),
-                          Z.topic_json(ta.topic_id, parts, adding, removing),
-                          version=self.topic_versions.get(topic, -1))
-        except (BadVersionError, NoNodeError):
+        t = self._fenced()
+        t.set_data(Z.topic_path(topic), Z.topic_json(ta.topic_id, parts, adding, removing),
+                   version=self.topic_versions.get(topic, -1))
+        states = states or {}
+        new = {p: self._state_op(t, topic, p, *x) for p, x in states.items()}
+        results = await self._commit(t)
+        ok = results is not None and not any(isinstance(r, Exception) for r in results)
+        if not ok:
+            await asyncio.gather(*(self._load_state(topic, p) for p in states))
             await self._load_topic(topic)
             return False
-        await self._load_topic(topic)
+        # the cache at once (requests served meanwhile see it); the watch reloads it too
+        self.topics[topic] = Z.TopicAssignment(ta.topic_id, parts, adding, removing)
+        self.topic_versions[topic] = results[0].version
+        for (p, n), stat in zip(new.items(), results[1:]):
+            self._state_written(topic, p, n, states[p][2], stat)
         return True
 
     async def _reassign_locked(self, moves) -> list:
@@ -862,7 +1036,7 @@ class ZkController(EmbeddedController):
         out, per_topic = [], {}
         known = set(self.brokers)
         for t, p, target in moves:
-            ta = self.topics.get(t)
+            ta = self.topics.get(t) if t not in self.deleting else None
             if ta is None or p not in ta.partitions or (t, p) not in self.states:
                 out.append((t, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             "The partition does not exist."))
@@ -889,7 +1063,7 @@ class ZkController(EmbeddedController):
             per_topic.setdefault(t, {})[p] = ("move", original, target)
             out.append((t, p, ErrorCode.NONE, None))
         for t, parts in per_topic.items():
-            changes = {}
+            changes, states = {}, {}
             for p, op in parts.items():
                 if op[0] == "cancel":
                     original = op[1]
@@ -902,13 +1076,13 @@ class ZkController(EmbeddedController):
                         choice = elections.reassignment_leader(original, isr, live)
                         leader = choice[0] if choice else -1
                     if (leader, isr) != (st.leader, st.isr):
-                        await self._write_state(t, p, leader, isr or (st.isr[:1]), st)
+                        states[p] = (leader, isr or (st.isr[:1]), st)
                 else:
                     original, target = op[1], op[2]
                     rs = target + tuple(r for r in original if r not in target)
                     changes[p] = (rs, tuple(r for r in target if r not in original),
                                   tuple(r for r in original if r not in target))
-            if not await self._write_assignment(t, changes):
+            if not await self._write_assignment(t, changes, states):
                 for i, (tt, p, code, msg) in enumerate(out):
                     if tt == t and p in parts and code == ErrorCode.NONE:
                         out[i] = (tt, p, ErrorCode.REASSIGNMENT_IN_PROGRESS,
@@ -922,7 +1096,9 @@ class ZkController(EmbeddedController):
         target, adding/removing cleared."""
         live = set(self.brokers) - self.shutting_down
         for t, ta in list(self.topics.items()):
-            done = {}
+            if t in self.deleting:
+                continue
+            done, states = {}, {}
             for p in set(ta.adding or {}) | set(ta.removing or {}):
                 if p not in ta.partitions:
                     continue
@@ -938,10 +1114,9 @@ class ZkController(EmbeddedController):
                     leader = choice[0]
                 isr = tuple(r for r in st.isr if r in target)
                 if (leader, isr) != (st.leader, st.isr):
-                    if not await self._write_state(t, p, leader, isr, st):
-                        continue
+                    states[p] = (leader, isr, st)
                 done[p] = (target, (), ())
-            if done and await self._write_assignment(t, done):
+            if done and await self._write_assignment(t, done, states):
                 log.info("reassignment of %s partitions %s completed", t, sorted(done))
 
     async def alter_partition_reassignments(self, moves):
@@ -984,21 +1159,35 @@ class ZkController(EmbeddedController):
         async with self._lock:
             self.shutting_down.add(broker_id)
             live = set(self.brokers)
+            followed = {}
             for name, ta in list(self.topics.items()):
                 for p, ar in ta.partitions.items():
                     st = self.states.get((name, p))
-                    if st is None or broker_id not in ar or len(ar) < 2 or not self.active:
+                    if st is None or broker_id not in ar or len(ar) < 2 or not self.active \
+                            or name in self.deleting:
                         continue
                     if st.leader == broker_id:
                         choice = elections.controlled_shutdown_leader(ar, st.isr, live, self.shutting_down)
                         if choice is not None:
                             await self._write_state(name, p, choice[0], choice[1], st)
-                    elif broker_id in st.isr and len(st.isr) > 1:
+                        continue
+                    if broker_id in st.isr and len(st.isr) > 1:
                         await self._write_state(name, p, st.leader,
                                                 tuple(r for r in st.isr if r != broker_id), st)
+                    followed[(name, p)] = False
+            stopped = None
+            if followed:   # its replica fetchers stop, so no leader adds it back to an ISR
+                stopped = self.loop.create_future()
+                self._queue(broker_id, set(), followed, sent=stopped)
             remaining = sorted((t, p) for (t, p), st in self.states.items()
-                               if st.leader == broker_id and len(self.topics[t].partitions.get(p, ())) > 1)
+                               if st.leader == broker_id and t not in self.deleting
+                               and len(self.topics[t].partitions.get(p, ())) > 1)
         self._publish()
+        if stopped is not None:     # answered once the broker stopped its followers (bounded)
+            try:
+                await asyncio.wait_for(stopped, 5)
+            except asyncio.TimeoutError:
+                log.info("StopReplica to broker %d not answered yet", broker_id)
         log.info("controlled shutdown of broker %d: %d partitions still led", broker_id, len(remaining))
         return ErrorCode.NONE, remaining
 
@@ -1056,12 +1245,15 @@ class ZkController(EmbeddedController):
     async def _elect_locked(self, election_type: int, partitions):
         live = set(self.brokers) - self.shutting_down
         if partitions is None:
-            partitions = [(t, p) for t, ta in self.topics.items() for p in ta.partitions
-                          if (t, p) in self.states and (
+            partitions = [(t, p) for t, ta in self.topics.items() if t not in self.deleting
+                          for p in ta.partitions if (t, p) in self.states and (
                               self.states[(t, p)].leader != ta.partitions[p][0] if election_type == 0
                               else self.states[(t, p)].leader not in live)]
         out = []
         for t, p in partitions:
+            if t in self.deleting:
+                out.append((t, p, ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted"))
+                continue
             ar = self.topics[t].partitions.get(p) if t in self.topics else None
             st = self.states.get((t, p))
             if ar is None or st is None:
@@ -1114,6 +1306,9 @@ class ZkController(EmbeddedController):
         ar = ta.partitions[partition]
         if leader_id not in new_isr or not set(new_isr) <= set(ar) or len(set(new_isr)) != len(new_isr):
             return ErrorCode.INVALID_REQUEST, current
+        # KIP-841: the ISR only grows by brokers that are registered and not shutting down
+        if any(r not in self.brokers or r in self.shutting_down for r in set(new_isr) - set(st.isr)):
+            return ErrorCode.INELIGIBLE_REPLICA, current
         new = replace(st, isr=new_isr)
         try:
             stat = await self._z(self.zk.set_async, Z.state_path(topic, partition), Z.state_json(new),
@@ -1280,15 +1475,24 @@ class ZkController(EmbeddedController):
             results.append(res)
         deadline = time.monotonic() + max(0, min(timeout_ms, 60000)) / 1000
         while pending and time.monotonic() < deadline:
-            self._dirty.add(Z.TOPICS)
+            self._dirty |= {Z.TOPICS, Z.DELETE_TOPICS}
             self._wake.set()
             await asyncio.sleep(0.05)
-            pending = [n for n in pending if n in self.topics or n in self.md.topics]
+            pending = [n for n in pending if not self._deletion_visible(n)]
         for res in results:
             if res["name"] in pending and res["error_code"] == 0 and timeout_ms > 0:
                 res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
                 res["error_message"] = "Timed out waiting for the topic deletion."
         return results
+
+    def _deletion_visible(self, name: str) -> bool:
+        """DeleteTopics is answered once the topic left this broker's view and its znode
+        is gone, or, while a replica is offline, once it left the view (Kafka answers when
+        the metadata no longer has it; the deletion then waits for that replica)."""
+        if name in self.md.topics:
+            return False
+        ta = self.topics.get(name)
+        return ta is None or any(r not in self.brokers for ar in ta.partitions.values() for r in ar)
 
     async def create_partitions(self, specs, validate_only, timeout_ms):
         results, grown = [], {}
@@ -1299,18 +1503,14 @@ class ZkController(EmbeddedController):
                 if s["name"] in seen:
                     raise MetadataError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
                 seen.add(s["name"])
+                if s["name"] in self.deleting:
+                    raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                        f"The topic {s['name']} is queued for deletion.")
                 md = self._view_for_create()
                 new_md = model.add_partitions(md, s["name"], s["count"], s["assignments"])
                 if not validate_only:
                     t = new_md.topics[s["name"]]
-                    try:
-                        await self._z(self.zk.set_async, Z.topic_path(t.name),
-                                      Z.topic_json(t.topic_id, t.assignment()),
-                                      version=self.topic_versions.get(t.name, -1))
-                    except BadVersionError:
-                        raise MetadataError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                                            f"Topic {t.name} changed concurrently; retry.") from None
-                    await self._load_topic(t.name)
+                    await self._write_partitions(t)
                     grown[t.name] = len(t.partitions)
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
@@ -1318,6 +1518,23 @@ class ZkController(EmbeddedController):
         if grown and timeout_ms > 0:
             await self._wait_visible(grown, timeout_ms)
         return results
+
+    async def _write_partitions(self, t: model.Topic) -> None:
+        """The grown assignment: fenced, conditional on the topic znode's version."""
+        txn = self._fenced()
+        txn.set_data(Z.topic_path(t.name), Z.topic_json(t.topic_id, t.assignment()),
+                     version=self.topic_versions.get(t.name, -1))
+        results = await self._commit(txn)
+        if results is None:
+            await self._load_controller()
+            raise MetadataError(ErrorCode.NOT_CONTROLLER,
+                                "The controller changed while adding partitions; retry.")
+        if isinstance(results[0], BadVersionError):
+            raise MetadataError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                f"Topic {t.name} changed concurrently; retry.")
+        if isinstance(results[0], Exception):
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {t.name} is gone.")
+        await self._load_topic(t.name)
 
     async def alter_configs(self, resources, incremental, validate_only):
         out = []

@@ -1,7 +1,8 @@
 """Failover in cluster mode, real ZooKeeper and three real brokers: controller failover
 (kill -9), leader failover with clients producing and consuming, controlled shutdown
-(SIGTERM), preferred leader election (ElectLeaders), ZooKeeper session expiry (SIGSTOP).
-Timings are printed (`-s` shows them)."""
+(SIGTERM; and when it cannot move a leadership, the broker stops after its retries),
+unclean leader election, preferred leader election (ElectLeaders), ZooKeeper session
+expiry (SIGSTOP). Timings are printed (`-s` shows them)."""
 from __future__ import annotations
 
 import json
@@ -116,6 +117,8 @@ def test_controlled_shutdown_moves_leadership_first(cluster):
         s = c.state("cs", p)
         assert s["leader"] != victim and s["leader"] != -1
         assert victim not in s["isr"]
+        # StopReplica(delete=false) for what it followed: its replica fetchers stopped
+        assert (f"stopping the replica of cs-{p} (StopReplica)" in log) == (led[p] != victim)
     # leadership moved before the broker went away: the move is logged by the controller
     # before the broker's registration disappeared
     assert victim not in c.live_ids()
@@ -209,3 +212,32 @@ def test_controlled_shutdown_of_the_controller_broker(cluster):
     for p in range(3):
         s = c.state("csc", p)
         assert s["leader"] not in (cid, -1) and cid not in s["isr"]
+
+
+def test_failed_controlled_shutdown_stops_anyway_then_unclean_election(cluster):
+    """Two brokers, a topic with unclean.leader.election.enable=true. The follower is
+    killed, so the leader is the only ISR member: its controlled shutdown cannot move the
+    leadership, it retries controlled.shutdown.max.retries times and stops anyway. The
+    partition is offline; when the out-of-sync replica comes back, unclean election
+    makes it the leader and clients work again."""
+    c = cluster(2, overrides={"controlled.shutdown.max.retries": 2})
+    create_topic(c, "ul", partitions=1, rf=2, config={"unclean.leader.election.enable": "true"})
+    c.wait_for(lambda: len(c.state("ul", 0)["isr"]) == 2, 20, "full ISR")
+    leader = c.state("ul", 0)["leader"]
+    other = 3 - leader
+    produce(c.bootstrap, "ul", [b"a%d" % i for i in range(3)], acks="all")
+    c.kill(other)
+    c.wait_for(lambda: c.state("ul", 0)["isr"] == [leader], 20, "ISR shrunk to the leader")
+    t0 = time.monotonic()
+    assert c.stop(leader) == 0
+    took = time.monotonic() - t0
+    log = c.brokers[leader].log_text()
+    assert "controlled shutdown attempt 1/2" in log and "controlled shutdown attempt 2/2" in log
+    assert f"controlled shutdown of broker {leader} failed: proceeding to an unclean shutdown" in log
+    print(f"\nfailed controlled shutdown (2 attempts): exited after {took:.2f}s")
+    c.start(other)
+    s = c.wait_for(lambda: (lambda s: s if s["leader"] == other else None)(c.state("ul", 0)), 30,
+                   "unclean election of the out-of-sync replica")
+    assert s["isr"] == [other]
+    produce(c.brokers[other].bootstrap, "ul", [b"after"], acks="all")
+    assert consume(c.brokers[other].bootstrap, "ul", 0, 0, 4) == [b"a0", b"a1", b"a2", b"after"]

@@ -3,11 +3,13 @@
 
 * acks=all with RF=3 / min.insync.replicas=2: every broker ends with a byte-identical
   log (follower fetches cross workers through the router);
-* an idempotent acks=all producer runs throughout while the leader is killed (-9), a
-  broker is bounced cleanly (SIGTERM + start) and the leader is isolated (SIGSTOP past
-  its ZooKeeper session): afterwards every acknowledged message is consumed exactly once
-  and in order per partition, and the replicas' logs are identical (followers that were
-  behind or had divergent tails truncated to the leader's);
+* an idempotent acks=all producer and a consumer run throughout while the leader is
+  killed (-9), a broker is bounced cleanly (SIGTERM + start), the controller is killed
+  (-9) and the leader is isolated (SIGSTOP past its ZooKeeper session, which expires):
+  the consumer's stream of each partition is in order without duplicates and ends up
+  holding every acknowledged message exactly once, a fresh read agrees, and the
+  replicas' logs are identical (followers that were behind or had divergent tails
+  truncated to the leader's);
 * with 2 of 3 brokers down, acks=all gets NOT_ENOUGH_REPLICAS (acks=1 still works).
 """
 from __future__ import annotations
@@ -90,9 +92,12 @@ class ProducerThread(threading.Thread):
 
     def __init__(self, bootstrap, topic, partitions):
         super().__init__(daemon=True)
+        # socket.timeout.ms: requests in flight to a broker that was SIGSTOPped time out
+        # after 10 s, not librdkafka's 60 s (the idempotent producer waits for them before
+        # it moves a partition to its new leader)
         self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                            "enable.idempotence": True, "message.timeout.ms": 60000,
-                           "retry.backoff.ms": 100, "linger.ms": 5,
+                           "retry.backoff.ms": 100, "linger.ms": 5, "socket.timeout.ms": 10000,
                            "max.in.flight.requests.per.connection": 5})
         self.topic = topic
         self.partitions = partitions
@@ -128,6 +133,33 @@ class ProducerThread(threading.Thread):
         return sum(len(v) for v in self.acked.values())
 
 
+class ConsumerThread(threading.Thread):
+    """Reads every partition from offset 0 while the test runs; `got[p]` holds the values
+    in the order they were delivered (an offset reset to the earliest would show up as
+    duplicates)."""
+
+    def __init__(self, bootstrap, topic, partitions):
+        super().__init__(daemon=True)
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"live-{time.time()}",
+                           "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                           "auto.offset.reset": "earliest", "socket.timeout.ms": 10000})
+        self.c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        self.got = {p: [] for p in range(partitions)}
+        self.stop = threading.Event()
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                m = self.c.poll(0.2)
+                if m is not None and not m.error():
+                    self.got[m.partition()].append(m.value())
+        finally:
+            self.c.close()
+
+    def has_all(self, acked) -> bool:
+        return all(set(v) <= set(self.got[p]) for p, v in acked.items())
+
+
 def leader_of(c, topic, p):
     return (c.state(topic, p) or {}).get("leader", -1)
 
@@ -160,17 +192,20 @@ def test_acks_all_replicates_to_every_broker(cluster):
         assert len(values_of(logs[1])) == 150
 
 
-def test_acknowledged_messages_survive_kill_bounce_and_isolation(cluster):
+def test_acknowledged_messages_survive_kill_bounce_controller_kill_and_isolation(cluster):
     c = cluster(3, overrides={"replica.lag.time.max.ms": 4000,
                               "unclean.leader.election.enable": "false"})
     parts = 2
     create_topic(c, "chaos", partitions=parts, config=TOPIC_CONFIG)
     pt = ProducerThread(c.bootstrap, "chaos", parts)
+    ct = ConsumerThread(c.bootstrap, "chaos", parts)
     pt.start()
+    ct.start()
     try:
         def progress(n, what):
-            target = pt.acked_count() + n
+            target, t0 = pt.acked_count() + n, time.monotonic()
             c.wait_for(lambda: pt.acked_count() >= target, 60, f"{n} more acks after {what}")
+            print(f"\n{n} more acks after {what}: {time.monotonic() - t0:.1f}s")
 
         progress(200, "start")
         # 1. kill -9 the leader of partition 0, restart it later
@@ -188,7 +223,15 @@ def test_acknowledged_messages_survive_kill_bounce_and_isolation(cluster):
         c.start(victim)
         c.wait_for(lambda: full_isr(c, "chaos", parts), 60, f"broker {victim} back in the ISR")
         progress(100, "bounce")
-        # 3. isolate the leader of partition 0 (SIGSTOP past its ZooKeeper session)
+        # 3. kill -9 the controller, restart it later
+        victim, epoch = c.controller()
+        c.kill(victim)
+        c.wait_for(lambda: c.controller()[0] not in (-1, victim), 40, "a new controller")
+        progress(200, f"kill -9 of the controller (broker {victim})")
+        c.start(victim)
+        c.wait_for(lambda: full_isr(c, "chaos", parts), 60, f"broker {victim} back in the ISR")
+        progress(100, "controller restart")
+        # 4. isolate the leader of partition 0 (SIGSTOP past its ZooKeeper session)
         victim = leader_of(c, "chaos", 0)
         c.pause(victim)
         try:
@@ -201,9 +244,20 @@ def test_acknowledged_messages_survive_kill_bounce_and_isolation(cluster):
     finally:
         pt.stop.set()
         pt.join(120)
+        try:
+            c.wait_for(lambda: ct.has_all(pt.acked), 90, "the live consumer to see every ack")
+            time.sleep(1)                # duplicates, if any, show up too
+        finally:
+            ct.stop.set()
+            ct.join(30)
     assert not pt.is_alive()
     acked = pt.acked
     print(f"\nsent {pt.sent} per partition, acked {pt.acked_count()}, failed {len(pt.failed)}")
+    for p in range(parts):
+        live = ct.got[p]
+        assert all(x < y for x, y in zip(live, live[1:])), f"live stream of {p} out of order or duplicated"
+        missing = set(acked[p]) - set(live)
+        assert not missing, f"{len(missing)} acknowledged messages never consumed in {p}"
     got = consume_all(c.bootstrap, "chaos", parts, {p: len(acked[p]) for p in range(parts)},
                       timeout=90)
     for p in range(parts):

@@ -1,5 +1,5 @@
-"""Partitions of LeaderAndIsr / StopReplica / UpdateMetadata across versions, and their
-error responses (mpbroker/controller/broker_requests.py)."""
+"""Partitions of LeaderAndIsr / StopReplica / UpdateMetadata across versions, StopReplica's
+delete flags, and their error responses (mpbroker/controller/broker_requests.py)."""
 from mpbroker.controller import broker_requests as R
 from mpbroker.protocol import codec
 
@@ -42,6 +42,13 @@ def test_stop_replica_and_update_metadata_versions():
                           "ungrouped_partitions": [{"topic_name": "x", "partition_index": 4}]})
     assert R.partitions(5, 0, v0) == [("x", 4, None)]
     codec.encode_response(5, 3, R.response(5, 3, R.partitions(5, 3, v3), {}, 77))
+    # the delete flags: per partition from v3, one per request before
+    v3b = roundtrip(5, 3, {"controller_id": 1, "controller_epoch": 2, "topic_states": [
+        {"topic_name": "t", "partition_states": [{"partition_index": 0, "delete_partition": True},
+                                                 {"partition_index": 1, "delete_partition": False}]}]})
+    assert R.stop_deletes(3, v3b) == {("t", 0): True, ("t", 1): False}
+    assert R.stop_deletes(1, v1) == {("t", 1): True, ("t", 2): True}
+    assert R.stop_deletes(0, v0) == {("x", 4): False}
     um = roundtrip(6, 7, {"controller_id": 1, "controller_epoch": 2, "topic_states": [
         {"topic_name": "t", "topic_id": bytes(16), "partition_states": [
             {"partition_index": 0, "controller_epoch": 2, "leader": 1, "leader_epoch": 0, "isr": [1],

@@ -44,6 +44,14 @@ def test_plan_follower_dies_and_shutting_down_brokers_are_not_candidates():
     assert E.plan([1, 2, 3], 1, [1, 2, 3], {2, 3}, shutting_down={2}) == (3, (3,))
 
 
+def test_plan_drops_followers_in_controlled_shutdown_from_the_isr():
+    # a leader that did not know added a stopping follower back: the controller drops it
+    assert E.plan([1, 2, 3], 1, [1, 2, 3], {1, 2, 3}, shutting_down={2}) == (1, (1, 3))
+    # a stopping leader that could not hand over keeps leading, alone if need be
+    assert E.plan([1, 2], 1, [1], {1, 2}, shutting_down={1}) is None
+    assert E.plan([1, 2], 1, [1, 2], {1, 2}, shutting_down={1, 2}) == (1, (1,))
+
+
 def test_imbalance():
     ars = {("t", 0): (1, 2), ("t", 1): (1, 2), ("t", 2): (2, 1)}
     leaders = {("t", 0): 2, ("t", 1): 1, ("t", 2): 2}

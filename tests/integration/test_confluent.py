@@ -15,8 +15,8 @@ import time
 import pytest
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_CREATE_TIME, KafkaError, KafkaException,
                              TopicCollection, TopicPartition)
-from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic,
-                                   OffsetSpec, ResourceType)
+from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                   NewPartitions, NewTopic, OffsetSpec, ResourceType)
 
 from tests.integration.broker import (DeliveryTracker, admin, assign_from_beginning, consume, consumer, flush,
                                       producer, wait_for_topic)
@@ -128,8 +128,16 @@ def test_admin_describe_broker_configs(broker):
     node = a.list_topics(timeout=T).controller_id
     res = ConfigResource(ResourceType.BROKER, str(node))
     cfg = a.describe_configs([res], request_timeout=T)[res].result(T)
-    assert cfg  # at least some entries
-    assert "log.retention.hours" in cfg or "log.retention.ms" in cfg or "num.partitions" in cfg
+    assert cfg["broker.id"].value == str(node) and cfg["broker.id"].is_read_only
+    # Kafka's defaults, reported as such
+    for key, value in (("message.max.bytes", "1048588"), ("log.retention.hours", "168"),
+                       ("log.cleanup.policy", "delete"), ("auto.create.topics.enable", "true")):
+        assert (cfg[key].value, cfg[key].source) == (value, ConfigSource.DEFAULT_CONFIG.value), key
+    if not broker.external:
+        # from the harness's server.properties (tests/integration/broker.py)
+        assert (cfg["num.partitions"].value, cfg["num.partitions"].source) == \
+            ("1", ConfigSource.STATIC_BROKER_CONFIG.value)
+        assert cfg["log.dirs"].value == str(broker.data_dir)
 
 
 def test_admin_describe_cluster(broker):

@@ -4,7 +4,8 @@ The default KafkaProducer (idempotent, acks=all), a forced retry of a produce wh
 response was lost (through a proxy that swallows the first Produce response and closes
 the connection: the unmodified client resends the same batch with the same producer id
 and sequence, and the broker must not store it twice), KafkaConsumer with assign() and
-seeks, KafkaAdminClient topics and configs, and every codec kafka-python supports.
+seeks, KafkaAdminClient topics, configs (incremental and classic), partitions and
+cluster (DescribeCluster v2), and every codec kafka-python supports.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import uuid
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
-from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
+from kafka.errors import (InvalidPartitionsError, TopicAlreadyExistsError,
+                          UnknownTopicOrPartitionError)
 
 from tests.integration.broker import DropResponseProxy, free_port, wait_for_topic
 
@@ -145,6 +147,37 @@ def test_admin_create_describe_delete(broker):
         entries = cfg["topic"][name]
         assert entries["retention.ms"]["value"] == "3600000"
         assert "cleanup.policy" in entries
+
+        def topic_configs():
+            return a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)],
+                                      config_filter="all")["topic"][name]
+
+        # IncrementalAlterConfigs (the client's default): SET, and APPEND to a list key
+        # that has no override yet starts from its default ("delete")
+        a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs={
+            "max.message.bytes": "2000000", "cleanup.policy": ("APPEND", "compact")})])
+        entries = topic_configs()
+        assert entries["max.message.bytes"]["value"] == "2000000"
+        assert entries["cleanup.policy"]["value"] == "delete,compact"
+        assert entries["retention.ms"]["value"] == "3600000"
+        # the classic AlterConfigs (incremental=False): the client resends the other
+        # overrides, since AlterConfigs replaces them all
+        a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name,
+                                        configs={"retention.ms": "600000"})], incremental=False)
+        entries = topic_configs()
+        assert entries["retention.ms"]["value"] == "600000"
+        assert entries["max.message.bytes"]["value"] == "2000000"
+
+        a.create_partitions({name: NewPartitions(5)})
+        wait_for_topic(broker.bootstrap, name, 5)
+        with pytest.raises(InvalidPartitionsError):
+            a.create_partitions({name: NewPartitions(2)})
+
+        # DescribeCluster (v2 with kafka-python 3: include_fenced_brokers, is_fenced)
+        cluster = a.describe_cluster()
+        assert cluster["cluster_id"] and cluster["controller_id"] == cluster["brokers"][0]["broker_id"]
+        assert [(b["port"], b["is_fenced"]) for b in cluster["brokers"]] == \
+            [(int(broker.bootstrap.rsplit(":", 1)[1]), False)]
 
         a.delete_topics([name])
         wait_for_topic(broker.bootstrap, name, present=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,15 +25,20 @@ pytestmark = pytest.mark.skipif(h.external_bootstrap() is not None,
                                 reason="needs our own multi-worker broker process")
 
 
-def placement(b: h.Broker, *args: str, timeout: float = 60) -> dict:
+def placement_cli(b: h.Broker, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`mpbroker placement ARGS -c <the broker's config>` (the real command line)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(h.REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "mpbroker.cli.main", "placement", *args, "-c",
-           str(b.config_path), "--json"]
+           str(b.config_path)]
     for k, v in b.overrides.items():
         cmd += ["--override", f"{k}={v}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                         cwd=b.workdir)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=b.workdir)
+
+
+def placement(b: h.Broker, *args: str, timeout: float = 60) -> dict:
+    out = placement_cli(b, *args, "--json", timeout=timeout)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -159,6 +165,21 @@ def test_produce_and_fetch_across_workers_bytes_identical(mw_broker):
     assert [w["worker"] for w in cli["workers"]] == list(range(n))
     assert all(w["pid"] > 0 and w["cores"] for w in cli["workers"])
     assert sum(w["num_partitions"] for w in cli["workers"]) >= nparts
+    # the table: a header, then one row per worker with its pid, core and partitions
+    out = placement_cli(b, "show", "--interval", "0.2", "--partitions")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert re.match(rf"placement revision \d+, {n} workers, rates over 0.2s$", lines[0]), lines
+    assert lines[1].split() == ["worker", "pid", "core", "parts", "in", "out", "req/s",
+                                "cpu%", "purg", "p/f/d", "conns"], lines[1]
+    by_worker = {w["worker"]: w for w in cli["workers"]}
+    for wid, row in zip(range(n), lines[2:2 + n]):
+        cols = row.split()
+        assert int(cols[0]) == wid and int(cols[1]) == by_worker[wid]["pid"], row
+        assert cols[2] == ",".join(map(str, by_worker[wid]["cores"])), row
+        assert float(cols[9]) >= 0.0 and "/s" in row, row               # cpu%, rates
+    listed = {ln.split(":")[0].strip() for ln in lines[2 + n:]}
+    assert {f"{topic}-{p}" for p in range(nparts)} <= listed
 
 
 def test_list_offsets_and_delete_records_remote(mw_broker):
@@ -181,6 +202,120 @@ def test_list_offsets_and_delete_records_remote(mw_broker):
             lo, hi = c.get_watermark_offsets(TopicPartition(topic, part), timeout=10)
             assert (lo, hi) == (3, 10 + part)
         c.close()
+
+
+def _fetch_v12(topic: str, offset: int = 0) -> dict:
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": -1,
+                "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+async def _fetch_records(conn, topic: str, tries: int = 40) -> list[tuple[int, bytes, bytes]]:
+    """[(offset, key, value)] of partition 0 from offset 0 on `conn` (retrying errors)."""
+    import asyncio
+    from storage.batch import iter_batches
+    for _ in range(tries):
+        resp = await conn.request(1, 12, _fetch_v12(topic))
+        (d,) = resp["responses"][0]["partitions"]
+        if d["error_code"] == 0 and d["records"]:
+            return [(r.offset, r.key, r.value)
+                    for bt in iter_batches(memoryview(bytes(d["records"])))
+                    for r in bt.records()]
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"fetch of {topic}-0 kept failing: error {d['error_code']}")
+
+
+def test_remote_fetch_sends_the_new_file_after_delete_and_compaction(two_workers):
+    """A front keeps handles on the files of other workers' slices per connection: after
+    the topic is deleted and created again, or compaction swaps a cleaned segment in at
+    the same path, the same connection must get the new file's bytes, never the old."""
+    import asyncio
+    from workers.kafka_client import KafkaConnection
+    b = two_workers()
+    plain = _topic(b, 1)
+    # compaction is switched on only after the first read (below)
+    compacted = h.create_topic(b.bootstrap, f"mwc-{uuid.uuid4().hex[:8]}", 1,
+                               config={"segment.bytes": 700})
+    info = show(b)
+    own = {t: owners(info, t)[0] for t in (plain, compacted)}
+
+    def produce(topic, items):
+        p = h.producer(b.bootstrap, **{"linger.ms": 0})
+        for k, v in items:
+            p.produce(topic, v, key=k, partition=0)
+            p.flush(10)                       # one batch each: segments roll by size
+        h.flush(p)
+
+    produce(plain, [(b"k", b"OLD-%d" % i) for i in range(5)])
+    produce(compacted, [(b"k%d" % (i % 4), b"v%d" % i) for i in range(40)])
+    seg0 = b.data_dir / f"{compacted}-0" / "00000000000000000000.log"
+    before_ino = os.stat(seg0).st_ino
+
+    async def main():
+        conns, remote = [], {}
+        for k in range(20):                   # connections on the non-owning worker
+            cid = f"fdc-{k}-{uuid.uuid4().hex[:6]}"
+            c = await KafkaConnection.connect(b.host, b.port, client_id=cid, timeout_ms=15000)
+            conns.append(c)
+            await c.request(18, 0, {})
+            ws = client_worker(show(b, 0.05), cid)
+            for t, w in own.items():
+                if ws and w not in ws:
+                    remote.setdefault(t, c)
+            if len(remote) == 2:
+                break
+        assert len(remote) == 2, "no connection landed on the non-owning workers"
+        # delete + create again: same path, new file
+        old = await _fetch_records(remote[plain], plain)
+        assert [v for _, _, v in old] == [b"OLD-%d" % i for i in range(5)]
+        a = h.admin(b.bootstrap)
+        a.delete_topics([plain], operation_timeout=30)[plain].result(30)
+        deadline = time.monotonic() + 20
+        while (b.data_dir / f"{plain}-0").exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        h.create_topic(b.bootstrap, plain, 1)
+        produce(plain, [(b"k", b"NEW-%d" % i) for i in range(3)])
+        new = await _fetch_records(remote[plain], plain)
+        assert [v for _, _, v in new] == [b"NEW-%d" % i for i in range(3)], new
+        # compaction swaps the cleaned segment in at 00000000000000000000.log
+        first = await _fetch_records(remote[compacted], compacted)
+        assert [v for _, _, v in first][:40] == [b"v%d" % i for i in range(40)]
+        from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                           ResourceType)
+        res = ConfigResource(ResourceType.TOPIC, compacted, incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("min.cleanable.dirty.ratio", "0.01",
+                        incremental_operation=AlterConfigOpType.SET)])
+        a.incremental_alter_configs([res], request_timeout=20)[res].result(20)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if os.stat(seg0).st_ino != before_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("the compacted topic was never cleaned")
+        again = await _fetch_records(remote[compacted], compacted)
+        fresh_conn = await KafkaConnection.connect(b.host, b.port, client_id="fresh")
+        fresh = await _fetch_records(fresh_conn, compacted)
+        await fresh_conn.close()
+        for c in conns:
+            await c.close()
+        return again, fresh
+
+    again, fresh = asyncio.run(main())
+    assert again == fresh
+    latest = {}
+    for off, k, v in again:
+        latest[k] = v
+    assert len(again) < 40 and latest == {b"k%d" % j: b"v%d" % (36 + j) for j in range(4)}
+    assert [o for o, _, _ in again] == sorted({o for o, _, _ in again})
 
 
 def test_long_poll_on_remote_partition_wakes_on_produce(two_workers):
@@ -284,16 +419,21 @@ def test_consumer_groups_with_remote_coordinators(mw_broker):
 
 # ------------------------------------------------------------------ failures and moves
 class Load:
-    """An idempotent producer and a consumer running in threads."""
+    """An idempotent producer and a consumer (every partition, from the beginning)
+    running in threads for the whole test. `finish` stops the producer, lets the
+    consumer catch up with everything acked, and `check_stream` checks what it read."""
 
     def __init__(self, b, topic, nparts, rate_sleep=0.002):
         self.b, self.topic, self.nparts = b, topic, nparts
         self.acked: list[tuple[int, int, bytes, float]] = []
         self.errors = []
+        self.consumed: list[tuple[int, int, bytes, float]] = []
         self.stop = threading.Event()
+        self.stop_consumer = threading.Event()
         self.sleep = rate_sleep
         self.seq = 0
         self.t = threading.Thread(target=self.run, daemon=True)
+        self.ct = threading.Thread(target=self.consume, daemon=True)
 
     def run(self):
         p = h.producer(self.b.bootstrap, **{"enable.idempotence": True, "acks": "all",
@@ -314,13 +454,72 @@ class Load:
             time.sleep(self.sleep)
         p.flush(60)
 
+    def consume(self):
+        c = h.consumer(self.b.bootstrap, **{"reconnect.backoff.ms": 50,
+                                            "reconnect.backoff.max.ms": 500})
+        h.assign_from_beginning(c, self.topic, self.nparts)
+        try:
+            while not self.stop_consumer.is_set():
+                for m in c.consume(500, 0.1):
+                    if m.error() is None:     # errors: retried by the client (transport)
+                        self.consumed.append((m.partition(), m.offset(), m.value(),
+                                              time.monotonic()))
+        finally:
+            c.close()
+
     def start(self):
+        self.ct.start()
         self.t.start()
         return self
 
-    def finish(self):
+    def finish(self, timeout=60):
         self.stop.set()
         self.t.join(90)
+        want = {(p, o) for p, o, _, _ in self.acked}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and \
+                not want <= {(p, o) for p, o, _, _ in self.consumed}:
+            time.sleep(0.2)
+        self.stop_consumer.set()
+        self.ct.join(30)
+
+    def check_stream(self):
+        """The consumer's stream: per partition in offset order with no record twice (by
+        offset and by the producer's sequence number), and every acked record in it."""
+        per: dict[int, list] = {}
+        for part, off, val, _ in self.consumed:
+            per.setdefault(part, []).append((off, int(val.split(b":")[1])))
+        for part, items in per.items():
+            offs = [o for o, _ in items]
+            seqs = [q for _, q in items]
+            assert offs == sorted(set(offs)), f"partition {part}: offsets out of order or repeated"
+            assert seqs == sorted(set(seqs)), f"partition {part}: records out of order or repeated"
+        got = {(part, off): val for part, off, val, _ in self.consumed}
+        missing = [(part, off) for part, off, val, _ in self.acked if got.get((part, off)) != val]
+        assert not missing, f"{len(missing)} acked records not consumed, e.g. {missing[:5]}"
+
+
+def check_log(msgs, acked):
+    """The stored log (read back at the end): every acked record at its offset, no
+    producer sequence number twice in a partition (idempotence held)."""
+    stored = {(m.partition(), m.offset()): m.value() for m in msgs}
+    for part, off, val, _ in acked:
+        assert stored.get((part, off)) == val, (part, off)
+    seqs: dict[int, list] = {}
+    for m in msgs:
+        seqs.setdefault(m.partition(), []).append(int(m.value().split(b":")[1]))
+    for part, q in seqs.items():
+        assert len(q) == len(set(q)), f"partition {part}: duplicated records in the log"
+        assert q == sorted(q), f"partition {part}: records out of order in the log"
+
+
+RECOVERY = re.compile(r"worker (\d+): skipped recovery of (\d+) logs \(clean shutdown\), "
+                      r"recovered (\d+) logs")
+
+
+def recovery_lines(text: str) -> list[tuple[int, int, int]]:
+    """(worker, logs that skipped recovery, logs recovered) per worker start in the log."""
+    return [tuple(map(int, m)) for m in RECOVERY.findall(text)]
 
 
 def read_all(b, topic, nparts, expect):
@@ -342,6 +541,7 @@ def test_kill_one_worker_under_load(two_workers):
     old_pid = next(w["pid"] for w in info["workers"] if w["worker"] == victim)
     load = Load(b, topic, nparts).start()
     time.sleep(2)
+    log_at_kill = b.log_size()
     t_kill = time.monotonic()
     os.kill(old_pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
@@ -357,19 +557,24 @@ def test_kill_one_worker_under_load(two_workers):
         time.sleep(0.2)
     assert new_pid, "the killed worker was not respawned"
     time.sleep(2)
+    t_end = time.monotonic()
     load.finish()
     assert not load.errors, load.errors[:5]
-    # the surviving worker's partitions were served throughout (gaps are client retries)
+    # the surviving worker's partitions were served throughout (gaps are client retries),
+    # to the producer and to the consumer
     survivors = {p for p, w in own.items() if w != victim}
-    times = sorted(t for part, _, _, t in load.acked if part in survivors and t > t_kill - 1)
-    gaps = [b2 - a2 for a2, b2 in zip(times, times[1:])]
-    assert times and max(gaps) < 6.0, f"surviving partitions stalled {max(gaps):.1f}s"
-    # every acked message is in the log, at its offset
-    msgs = read_all(b, topic, nparts, len(load.acked))
-    stored = {(m.partition(), m.offset()): m.value() for m in msgs}
-    for part, off, val, _ in load.acked:
-        assert stored.get((part, off)) == val, (part, off)
+    for what, events in (("produce acks", load.acked), ("consumed", load.consumed)):
+        times = sorted(t for part, _, _, t in events
+                       if part in survivors and t_kill - 1 < t < t_end)
+        gaps = [b2 - a2 for a2, b2 in zip(times, times[1:])]
+        assert times and max(gaps) < 6.0, f"surviving partitions stalled ({what}): {max(gaps):.1f}s"
+    load.check_stream()
+    # every acked message is in the log, at its offset, once
+    check_log(read_all(b, topic, nparts, len(load.acked)), load.acked)
     assert "respawning" in b.log_text()
+    # the respawned worker found no clean-shutdown markers on the victim's logs
+    (respawn,) = [r for r in recovery_lines(b.log_text(log_at_kill)) if r[0] == victim]
+    assert respawn[2] >= sum(1 for w in own.values() if w == victim), respawn
 
 
 @pytest.mark.slow
@@ -385,16 +590,22 @@ def test_sigterm_under_load_exits_cleanly_and_restart_skips_recovery(two_workers
     assert "did not stop cleanly" not in b.log_text()
     dirs = [d for d in os.listdir(b.data_dir) if d.startswith(topic)]
     assert len(dirs) == nparts
-    for d in dirs:        # every worker closed its own logs cleanly: no recovery on start
+    for d in dirs:        # every worker closed its own logs cleanly
         assert os.path.exists(os.path.join(b.data_dir, d, ".kafka_cleanshutdown")), d
+    log_at_restart = b.log_size()
     b.start()
-    load.t.join(90)       # what the producer still held is delivered to the new start
+    # ... so no worker recovers a log on the restart: every one skipped recovery
+    deadline = time.monotonic() + 10
+    while len(recovery_lines(b.log_text(log_at_restart))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = recovery_lines(b.log_text(log_at_restart))
+    assert sorted(w for w, _, _ in lines) == [0, 1], lines
+    assert all(recovered == 0 for _, _, recovered in lines), lines
+    assert sum(skipped for _, skipped, _ in lines) >= nparts, lines
+    load.finish()         # what the producer still held is delivered to the new start
     assert not load.errors, load.errors[:5]
-    acked = list(load.acked)
-    msgs = read_all(b, topic, nparts, len(acked))
-    stored = {(m.partition(), m.offset()): m.value() for m in msgs}
-    for part, off, val, _ in acked:
-        assert stored.get((part, off)) == val
+    load.check_stream()
+    check_log(read_all(b, topic, nparts, len(load.acked)), load.acked)
 
 
 @pytest.mark.slow
@@ -414,6 +625,7 @@ def test_placement_move_under_load_keeps_order(two_workers):
         time.sleep(0.7)
     load.finish()
     assert not load.errors, load.errors[:5]
+    load.check_stream()
     assert owners(show(b), topic)[0] == own[0]   # moved four times: back home
     n0 = sum(1 for part, *_ in load.acked if part == 0)
     msgs = [m for m in read_all(b, topic, nparts, len(load.acked)) if m.partition() == 0]
@@ -428,31 +640,45 @@ def test_placement_move_under_load_keeps_order(two_workers):
     assert owners(show(b), topic)[1] == 1 - own[1]
 
 
-def test_placement_config_pins_topic_and_balance(two_workers, tmp_path):
+def test_placement_balance_by_load_keeps_config_pins(two_workers):
+    """`placement balance` moves by measured load and leaves partitions that the config
+    pins where they are. The load is uneven: the pinned topic and the two partitions of
+    the free topic that share worker 1 with it carry it all, the free topic's partitions
+    on worker 0 none. By count (4 partitions on worker 1, 2 on worker 0) one move would
+    do; by load both busy free partitions go to worker 0, and the pinned ones stay."""
     name = f"pinned-{uuid.uuid4().hex[:6]}"
     b = two_workers({f"placement.{name}": 1})
-    topic = _topic(b, 4, name=name)
-    assert set(owners(show(b), topic).values()) == {1}
+    pinned = _topic(b, 2, name=name)
+    free = _topic(b, 4)
+    own = owners(show(b), free)
+    assert set(owners(show(b), pinned).values()) == {1}
+    busy = sorted(p for p, w in own.items() if w == 1)
+    idle = sorted(p for p, w in own.items() if w == 0)
+    assert len(busy) == len(idle) == 2, own           # the default spread
+    # an explicit move of a pinned partition is refused without --include-pinned
+    refused = placement_cli(b, "move", f"{pinned}-0", "0")
+    assert refused.returncode == 1 and "pinned to worker 1" in refused.stderr, refused.stderr
     p = h.producer(b.bootstrap)
+    targets = [(pinned, 0), (pinned, 1)] + [(free, q) for q in busy]
+    res_holder = {}
+    t = threading.Thread(target=lambda: res_holder.setdefault(
+        "r", placement(b, "balance", "--interval", "1.5")))
     stop = time.monotonic() + 3
     i = 0
-    res_holder = {}
-
-    def run_balance():
-        res_holder["r"] = placement(b, "balance", "--interval", "1.5")
-    t = threading.Thread(target=run_balance)
-    started = False
     while time.monotonic() < stop:
-        p.produce(topic, b"x" * 1000, partition=i % 4)
+        topic, part = targets[i % len(targets)]
+        p.produce(topic, b"x" * 1000, partition=part)
         i += 1
         p.poll(0)
-        if not started and time.monotonic() > stop - 2.5:
+        if i == 500:
             t.start()
-            started = True
         time.sleep(0.0005)
     h.flush(p)
     t.join(60)
     res = res_holder["r"]
-    assert res["moves"], res
-    after = owners(show(b), topic)
-    assert set(after.values()) == {0, 1}
+    assert sorted((m["topic"], m["partition"], m["to"]) for m in res["moves"]) == \
+        [(free, q, 0) for q in busy], res
+    assert res["pinned_kept"] == [f"{pinned}-0", f"{pinned}-1"], res
+    info = show(b)
+    assert set(owners(info, pinned).values()) == {1}
+    assert owners(info, free) == {q: 0 for q in range(4)}

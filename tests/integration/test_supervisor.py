@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require
 from tests.integration import broker as h
 
 pytestmark = pytest.mark.skipif(h.external_bootstrap() is not None,
@@ -234,15 +235,24 @@ def test_unit_file_keys():
     assert svc["Type"] == "notify"
     assert svc["Restart"] == "on-failure"
     assert int(svc["WatchdogSec"]) > 0
-    assert int(svc["TimeoutStopSec"]) > 30      # > worker.shutdown.timeout.ms default (30 s)
+    # the worst case of a SIGTERM stop with the default config, cluster mode included
+    # (controlled shutdown retries, then worker.shutdown.timeout.ms, then the controller)
+    from mpbroker import config as configmod
+    from mpbroker.supervisor import stop_budget_s
+    cluster = configmod.BrokerConfig({"broker.id": "0", "zookeeper.connect": "127.0.0.1:2181",
+                                      "log.dirs": "/tmp/x"})
+    assert stop_budget_s(cluster) == 155.0
+    assert int(svc["TimeoutStopSec"]) >= stop_budget_s(cluster) + 10
+    assert int(svc["TimeoutStartSec"]) >= 300   # >= worker.start.timeout.ms (300 s)
     assert int(svc["LimitNOFILE"]) >= 65536
     assert svc["KillMode"] == "mixed"
     assert "-HUP $MAINPID" in svc["ExecReload"]
     assert "serve" in svc["ExecStart"]
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
 def test_unit_file_passes_systemd_analyze_verify(tmp_path):
+    require("systemd-analyze", None if shutil.which("systemd-analyze") else
+            "not on PATH (Debian/Ubuntu package: systemd)")
     # verify checks that ExecStart's program exists: point it at this interpreter.
     text = UNIT.read_text()
     exe = re.search(r"^ExecStart=(\S+)", text, re.M).group(1)

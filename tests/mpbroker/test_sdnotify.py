@@ -59,6 +59,9 @@ def test_path_socket_receives_each_notification_as_one_datagram(path_socket):
     assert server.recv(4096) == b"STATUS=3/4 workers ready"
     assert n.stopping()
     assert server.recv(4096) == b"STOPPING=1"
+    assert n.stopping(status="SIGTERM", extend_timeout_usec=155_000_000)
+    assert fields(server.recv(4096)) == {"STOPPING": "1", "STATUS": "SIGTERM",
+                                         "EXTEND_TIMEOUT_USEC": "155000000"}
     n.close()
 
 

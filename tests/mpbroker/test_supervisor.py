@@ -246,3 +246,173 @@ def test_a_worker_that_never_boots_stops_the_supervisor(tmp_path, capsys):
     assert time.monotonic() - t0 < 10
     # every worker fails; whichever reaches the limit first stops the supervisor
     assert re.search(r"worker \d+ failed to boot 3 times in a row", capsys.readouterr().err)
+
+
+def test_a_serving_worker_that_keeps_dying_is_a_crash_loop(tmp_path, capsys):
+    """Deaths of workers that had served are respawned at once, until more than
+    worker.restart.max of them fall within worker.restart.window.ms."""
+    boots = tmp_path / "boots"
+
+    def dies_after_serving(cfg, wid, channels, listen, heartbeats, interval, grace_s):
+        with open(boots, "a") as f:
+            f.write("x")
+        heartbeats.beat(1 + wid)                  # READY: it served
+        time.sleep(0.1)
+        return 1
+
+    cfg = cfg_for(tmp_path, num_workers=1, **{"worker.restart.max": 3,
+                                              "worker.restart.window.ms": 60000})
+    s = sup.Supervisor(cfg, worker_target=dies_after_serving, controller_target=dummy_controller,
+                       notifier=sup.sdnotify.Notifier(None))
+    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+    t0 = time.monotonic()
+    assert run_supervisor(s) == 1
+    assert time.monotonic() - t0 < 10
+    assert "crash loop: 4 worker deaths within 60s" in capsys.readouterr().err
+    assert boots.read_text() == "xxxx"            # 3 respawns, then the supervisor stopped
+
+
+def test_a_respawned_worker_that_hangs_while_starting_is_killed(tmp_path, caplog):
+    """worker.start.timeout.ms: the first incarnation serves and crashes, the respawn
+    hangs before serving (it never beats) and is killed, the next one serves."""
+    boots = tmp_path / "boots"
+
+    def target(cfg, wid, channels, listen, heartbeats, interval, grace_s):
+        with open(boots, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        n = len(boots.read_text().split())
+        if n == 2:
+            time.sleep(60)                        # hung while starting
+            return 0
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+        heartbeats.beat(1 + wid)
+        if n == 1:
+            time.sleep(0.2)
+            return 1                              # a serving worker crashes
+        os.kill(os.getppid(), signal.SIGTERM)
+        while not stop:
+            heartbeats.beat(1 + wid)
+            time.sleep(interval)
+        return 0
+
+    caplog.set_level("INFO", logger="mpbroker.supervisor")
+    cfg = cfg_for(tmp_path, num_workers=1, **{"worker.start.timeout.ms": 1000,
+                                              "worker.heartbeat.timeout.ms": 2000})
+    s = sup.Supervisor(cfg, worker_target=target, controller_target=dummy_controller,
+                       notifier=sup.sdnotify.Notifier(None))
+    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+    t0 = time.monotonic()
+    assert run_supervisor(s) == 0
+    took = time.monotonic() - t0
+    pids = [int(p) for p in boots.read_text().split()]
+    assert len(pids) == 3, pids
+    hung = pids[1]
+    assert re.search(rf"worker 0 \(pid {hung}\) was killed by signal 9 \(did not serve within "
+                     rf"1s of its start\) before it served \(boot failure 1 of 3\)", caplog.text), \
+        caplog.text
+    assert 1.0 < took < 10, took
+
+
+# ------------------------------------------------------------------ systemd while stopping
+class NotifyListener:
+    """systemd's end of sd_notify: a real abstract datagram socket read by a thread."""
+
+    def __init__(self):
+        import uuid
+        self.name = f"@mpbroker-sup-test-{uuid.uuid4().hex}"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(b"\0" + self.name[1:].encode())
+        self.sock.settimeout(0.1)
+        self.got: list[tuple[float, dict]] = []
+        self.done = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while not self.done.is_set():
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                continue
+            self.got.append((time.monotonic(), dict(
+                line.split("=", 1) for line in data.decode().split("\n"))))
+
+    def close(self):
+        self.done.set()
+        self.t.join(2)
+        self.sock.close()
+
+
+def cs_controller(delay):
+    """A controller whose controlled shutdown takes `delay` seconds (then CS_DONE)."""
+    def target(cfg, channels, advertised, heartbeats, interval):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
+        channels.control.setblocking(False)
+        asked = None
+        while True:
+            try:
+                if channels.control.recv(4096) and asked is None:
+                    asked = time.monotonic()
+            except BlockingIOError:
+                pass
+            done = asked is not None and time.monotonic() - asked > delay
+            heartbeats.beat(0, sup.CS_DONE if done else sup.READY)
+            time.sleep(interval)
+    return target
+
+
+def slow_stopping_worker(stop_s):
+    """Serves, asks the supervisor to stop (SIGTERM), takes `stop_s` to stop."""
+    def target(cfg, wid, channels, listen, heartbeats, interval, grace_s):
+        stopped = []
+        signal.signal(signal.SIGTERM, lambda *a: stopped.append(time.monotonic()))
+        t0 = time.monotonic()
+        asked = False
+        while not stopped or time.monotonic() - stopped[0] < stop_s:
+            heartbeats.beat(1 + wid)
+            if not asked and time.monotonic() - t0 > 0.5:
+                asked = True
+                os.kill(os.getppid(), signal.SIGTERM)
+            time.sleep(interval)
+        return 0
+    return target
+
+
+def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_path, monkeypatch):
+    monkeypatch.setenv("WATCHDOG_USEC", "200000")
+    monkeypatch.delenv("WATCHDOG_PID", raising=False)
+    listener = NotifyListener()
+    cfg = cfg_for(tmp_path, num_workers=1, **{
+        "zookeeper.connect": "127.0.0.1:1", "controlled.shutdown.max.retries": 1,
+        "controlled.shutdown.retry.backoff.ms": 100, "worker.heartbeat.timeout.ms": 2000})
+    s = sup.Supervisor(cfg, worker_target=slow_stopping_worker(1.0),
+                       controller_target=cs_controller(1.0),
+                       notifier=sup.sdnotify.Notifier(sup.sdnotify.socket_address(listener.name)))
+    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+    try:
+        assert run_supervisor(s) == 0
+        end = time.monotonic()
+        time.sleep(0.2)
+    finally:
+        listener.close()
+    msgs = listener.got
+    keys = [m for _, m in msgs]
+    ready = next(i for i, m in enumerate(keys) if m.get("READY") == "1")
+    stopping = next(i for i, m in enumerate(keys) if m.get("STOPPING") == "1")
+    assert ready < stopping
+    # STOPPING=1 before anything of the stop, with the worst case of this config
+    cs = next(i for i, m in enumerate(keys) if m.get("STATUS") == "controlled shutdown")
+    assert stopping < cs
+    assert keys[stopping]["STATUS"] == "SIGTERM: controlled shutdown"
+    assert int(keys[stopping]["EXTEND_TIMEOUT_USEC"]) == int(sup.stop_budget_s(cfg) * 1e6) \
+        == int((30 + 5 + 1 * (0.1 + 35)) * 1e6)
+    # the stop took ~2 s (controlled shutdown 1 s, workers 1 s): the watchdog kept
+    # being fed every WATCHDOG_USEC / 2 or so
+    t_stop = msgs[stopping][0]
+    pings = [t for t, m in msgs[stopping:] if m.get("WATCHDOG") == "1"]
+    assert end - t_stop > 1.8
+    assert len(pings) >= 8, keys[stopping:]
+    gaps = [b - a for a, b in zip([t_stop] + pings, pings + [end])]
+    assert max(gaps) < 0.6, gaps

@@ -6,7 +6,15 @@ include broker or zkBroker), both headers and the consumer-protocol data schemas
 valid and flexible versions, and field by field the names, types, versions, nullable
 versions, tags, tagged versions, per-field flexible versions and defaults, with
 common structs resolved. Skipped when the reference folder is absent.
+
+The reference snapshot stops below some versions that real clients send
+(CLIENT-API-USAGE.md). Our definitions may go beyond it only for the messages in
+`EXTENSIONS`, by exactly the versions and fields listed there; the main test compares
+with the reference plus those additions, and `test_extensions_are_kafka_4` checks each
+addition against the Kafka 4.x schemas bundled with kafka-python (the schemas those
+clients are built from) and that the reference still stops below it.
 """
+import copy
 import json
 import os
 
@@ -59,6 +67,48 @@ def load_kafka():
 
 KAFKA = load_kafka() if os.path.isdir(SCHEMAS) else {}
 OURS = schema.load()
+
+# Versions beyond the reference snapshot, as Kafka 4.x defines them:
+# {message: (new highest version, [(path of the struct, field spec appended to it)])}.
+# Metadata v13: kafka-python 3.0 and librdkafka 2.16 send it (KIP-1102 top-level
+# error code). ListOffsets v11: kafka-python sends it (KIP-1023, no field change).
+# DescribeCluster v2: kafka-python's admin client may send it (KIP-1073).
+EXTENSIONS = {
+    "MetadataRequest": (13, []),
+    "MetadataResponse": (13, [((), {"name": "ErrorCode", "type": "int16", "versions": "13+",
+                                    "ignorable": True})]),
+    "ListOffsetsRequest": (11, []),
+    "ListOffsetsResponse": (11, []),
+    "DescribeClusterRequest": (2, [((), {"name": "IncludeFencedBrokers", "type": "bool",
+                                         "versions": "2+"})]),
+    "DescribeClusterResponse": (2, [(("Brokers",), {"name": "IsFenced", "type": "bool",
+                                                    "versions": "2+"})]),
+}
+
+
+def with_extensions(name: str, spec: dict) -> dict:
+    """The reference schema plus our listed extension of it."""
+    if name not in EXTENSIONS:
+        return spec
+    hi, added = EXTENSIONS[name]
+    spec = copy.deepcopy(spec)
+    lo = schema.parse_versions(spec["validVersions"]).lo
+    spec["validVersions"] = f"{lo}-{hi}"
+    for path, field in added:
+        fields = spec["fields"]
+        for step in path:
+            fields = next(f for f in fields if f["name"] == step)["fields"]
+        fields.append(dict(field))
+    return spec
+
+
+def kafka_python_schemas() -> str:
+    """kafka-python's bundled Kafka 4.x schemas (found without importing the package)."""
+    import importlib.util
+    spec = importlib.util.find_spec("kafka")
+    assert spec is not None, "kafka-python (a test dependency) is not installed"
+    root = spec.submodule_search_locations[0]
+    return os.path.join(root, "protocol", "schemas", "resources")
 
 
 def expected_names():
@@ -118,7 +168,7 @@ def compare_fields(path, kafka_fields, our_fields, commons):
 
 @pytest.mark.parametrize("name", expected_names())
 def test_message_matches_kafka(name):
-    spec, ours = KAFKA[name], OURS[name]
+    spec, ours = with_extensions(name, KAFKA[name]), OURS[name]
     assert ours.kind == spec["type"]
     assert ours.api_key == spec.get("apiKey")
     valid = schema.parse_versions(spec["validVersions"])
@@ -142,3 +192,19 @@ def test_request_and_response_versions_agree():
         if m.kind == "request":
             resp = OURS[m.name[: -len("Request")] + "Response"]
             assert (resp.valid_versions, resp.flexible_from) == (m.valid_versions, m.flexible_from)
+
+
+@pytest.mark.parametrize("name", sorted(EXTENSIONS))
+def test_extensions_are_kafka_4(name):
+    """Each extension: beyond the reference, and exactly Kafka 4.x's fields up to it."""
+    hi, added = EXTENSIONS[name]
+    reference = schema.parse_versions(KAFKA[name]["validVersions"])
+    assert reference.hi < hi, f"{name}: the reference now has v{hi}; drop the extension"
+    for _, field in added:
+        assert schema.parse_versions(field["versions"]).lo > reference.hi, name
+    with open(os.path.join(kafka_python_schemas(), name + ".json"), encoding="utf-8") as fh:
+        k4 = json.loads(strip_comments(fh.read()))
+    assert schema.parse_versions(k4["validVersions"]).hi == hi
+    assert OURS[name].valid_versions[1] == hi
+    commons = {c["name"]: c for c in k4.get("commonStructs", ())}
+    compare_fields(name, k4["fields"], OURS[name].fields, commons)

@@ -230,6 +230,19 @@ def test_v2_hot_path_returns_the_request_buffer():
     assert convert.prepare_produce(batch, 3, LogConfig(), NOW) is batch
 
 
+@pytest.mark.parametrize("version", [2, 3, 7, 9])
+@pytest.mark.parametrize("ctype", ["producer", "gzip"])
+def test_v2_payload_must_hold_exactly_one_batch(version, ctype):
+    one = BatchBuilder().append(b"k", b"v", timestamp=NOW).build()
+    cfg = LogConfig(compression_type=ctype)
+    with pytest.raises(InvalidRecordError, match="exactly one record batch"):
+        convert.prepare_produce(memoryview(one + one), version, cfg, NOW)
+    with pytest.raises(InvalidRecordError, match="exactly one record batch"):
+        convert.prepare_produce(memoryview(one + one[:20]), version, cfg, NOW)  # torn 2nd
+    out = convert.prepare_produce(memoryview(one), version, cfg, NOW)
+    assert records_of(out) == records_of(one)
+
+
 def test_zstd_needs_produce_v7():
     batch = memoryview(BatchBuilder(compression=codecs.ZSTD).append(b"k", b"v").build())
     for version in (3, 6):
@@ -255,6 +268,31 @@ def test_v2_recompression_keeps_everything():
         assert (h.producer_id, h.producer_epoch, h.base_sequence, b.is_transactional,
                 h.max_timestamp, h.record_count) == (42, 3, 10, True, NOW + 19, 20)
         assert records_of(out) == records_of(raw)
+
+
+@pytest.mark.parametrize("ctype,field,low,high", [
+    ("gzip", "compression_gzip_level", 1, 9),
+    ("zstd", "compression_zstd_level", 1, 19),
+    ("lz4", "compression_lz4_level", 1, 12)])
+def test_topic_compression_level_reaches_the_compressor(ctype, field, low, high):
+    src = BatchBuilder()
+    for i in range(300):            # compressible, but not trivially: levels differ
+        src.append(b"key-%d" % (i % 17), b"value %d %s" % (i * 7919 % 1000, b"ab" * (i % 13)),
+                   timestamp=NOW + i)
+    raw = src.build()
+    legacy_set = b"".join(v1_message(i, NOW, b"k%d" % (i % 5), b"v %d" % (i * 31 % 97) * 5)
+                          for i in range(200))
+    sizes = {}
+    for level in (low, high):
+        cfg = LogConfig(compression_type=ctype, **{field: level})
+        out = convert.prepare_produce(memoryview(raw), 9, cfg, NOW)
+        assert records_of(out) == records_of(raw)
+        sizes[level] = len(out)
+        # a legacy set converted on the broker gets the same level
+        conv = convert.prepare_produce(memoryview(legacy_set), 2, cfg, NOW)
+        sizes[("legacy", level)] = len(conv)
+    assert sizes[high] < sizes[low]
+    assert sizes[("legacy", high)] < sizes[("legacy", low)]
 
 
 def test_v2_recompression_of_a_bad_batch_is_refused():

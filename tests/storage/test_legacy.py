@@ -189,3 +189,15 @@ def test_fuzz_only_storage_errors(data, flips):
             legacy.down_convert(candidate, 0, max_uncompressed_bytes=1 << 16)
         except StorageError:
             pass
+
+
+def test_wrapper_offset_that_puts_inner_offsets_out_of_int64_is_refused():
+    # found by the fuzz test: wrapper offset near -2**63, inner relative offsets 0 and 1
+    wrapper = bytearray(legacy.build_message_set([(0, TS, b"k", b"v"), (1, TS, None, b"w")], 1,
+                                                 codecs.GZIP))
+    wrapper[0] ^= 0x80                     # offset 1 -> 1 - 2**63: the first record below
+    wrapper[7] ^= 0x01                     # offset -2**63 (last record 0: first -1)
+    with pytest.raises(InvalidRecordError):
+        list(legacy.iter_records(bytes(wrapper)))
+    with pytest.raises(InvalidRecordError):
+        legacy.down_convert(bytes(wrapper), 0)

@@ -318,3 +318,122 @@ def test_config_from_properties():
                                    "log.flush.interval.messages": "3", "unknown.key": "x"})
     assert (c.segment_bytes, c.retention_ms, c.flush_messages) == (1000, 5, 3)
     assert c.compact and c.delete and c.log_append_time and c.min_cleanable_dirty_ratio == 0.1
+
+
+def test_duplicate_only_answers_a_single_batch_append(tmp_path, clock):
+    log = open_log(tmp_path, clock, segment_bytes=64 * 1024)
+    log.append(batch(2, pid=9, epoch=0, seq=0), 0)
+    # a retried batch behind a new one: nothing is dropped silently, nothing stored
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(batch(2, pid=9, epoch=0, seq=2) + batch(2, pid=9, epoch=0, seq=0), 0)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(batch(2, pid=9, epoch=0, seq=0) + batch(2, pid=9, epoch=0, seq=2), 0)
+    assert log.log_end_offset == 2
+    info = log.append(batch(2, pid=9, epoch=0, seq=2) + batch(1, pid=9, epoch=0, seq=4), 0)
+    assert (info.first_offset, info.last_offset, info.duplicate) == (2, 4, False)
+    assert log.append(batch(1, pid=9, epoch=0, seq=4), 0).duplicate
+    # a follower appends many batches of the leader's, duplicates checked by the leader
+    follower = Log.open(str(tmp_path / "topic-1"), small_config(segment_bytes=64 * 1024), clock)
+    follower.append(log.read_records_bytes(0), assign_offsets=False)
+    assert all_records(follower) == all_records(log) and follower.log_end_offset == 5
+
+
+def test_duplicate_answers_the_original_log_append_time(tmp_path, clock):
+    log = open_log(tmp_path, clock, message_timestamp_type="LogAppendTime")
+    clock.now = 5_000_000
+    first = log.append(batch(2, pid=9, epoch=0, seq=0), 0)
+    clock.now = 6_000_000
+    dup = log.append(batch(2, pid=9, epoch=0, seq=0), 0)
+    assert dup.duplicate and dup.log_append_time_ms == first.log_append_time_ms == 5_000_000
+    log.close()
+    log = open_log(tmp_path, clock, message_timestamp_type="LogAppendTime")  # snapshot
+    assert log.append(batch(2, pid=9, epoch=0, seq=0), 0).log_append_time_ms == 5_000_000
+    create = open_log(tmp_path / "c", clock)
+    create.append(batch(1, pid=9, epoch=0, seq=0), 0)
+    assert create.append(batch(1, pid=9, epoch=0, seq=0), 0).log_append_time_ms == -1
+
+
+def test_create_time_topic_resets_a_client_log_append_time_bit(tmp_path, clock):
+    from storage.errors import InvalidTimestampError
+    log = open_log(tmp_path, clock, message_timestamp_before_max_ms=1000,
+                   message_timestamp_after_max_ms=1000)
+    clock.now = 10_000_000
+    sneaky = BatchBuilder(0, timestamp_type=1, log_append_time_ms=10_000_000)
+    sneaky.append(b"k", b"v", timestamp=1)      # far outside the bounds
+    raw = bytearray(sneaky.build())
+    assert RecordBatch(raw).timestamp_type == 1
+    with pytest.raises(InvalidTimestampError):   # checked on the base timestamp
+        log.append(raw, 0)
+    assert log.log_end_offset == 0
+    ok = BatchBuilder(0, timestamp_type=1, log_append_time_ms=10_000_100)
+    ok.append(b"k", b"v", timestamp=10_000_050)
+    log.append(bytearray(ok.build()), 0)
+    (stored,) = iter_batches(log.read_records_bytes(0))
+    stored.validate()                            # the CRC was recomputed
+    assert stored.timestamp_type == 0 and stored.max_timestamp == 10_000_100
+    assert [r.timestamp for r in stored.records()] == [10_000_050]
+    # max timestamp past the upper bound, base timestamp fine: refused
+    late = BatchBuilder(0).append(b"k", b"v", timestamp=10_000_000) \
+        .append(b"k", b"v", timestamp=10_005_000)
+    with pytest.raises(InvalidTimestampError):
+        log.append(bytearray(late.build()), 0)
+    # a follower keeps the leader's bits
+    follower = Log.open(str(tmp_path / "topic-1"), small_config(), clock)
+    lat = BatchBuilder(0, timestamp_type=1, log_append_time_ms=3).append(b"k", b"v", timestamp=1)
+    follower.append(bytearray(lat.build()), assign_offsets=False)
+    assert next(iter_batches(follower.read_records_bytes(0))).timestamp_type == 1
+
+
+def test_flush_msyncs_and_fsyncs_every_segment_past_the_recovery_point(tmp_path, clock,
+                                                                       monkeypatch):
+    log = open_log(tmp_path, clock)
+    log.append(batch(2), 0)
+    log.flush()
+    while len(log.segments) < 3:
+        log.append(batch(2), 0)
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+
+    class MapSpy:                           # mmap objects take no attributes: wrap one
+        def __init__(self, mm):
+            self.mm, self.flushes = mm, 0
+
+        def flush(self, *args):
+            self.flushes += 1
+            return self.mm.flush(*args)
+
+        def __getattr__(self, name):
+            return getattr(self.mm, name)
+    active = log.active_segment
+    real_map = active._wmm
+    spy = active._wmm = MapSpy(real_map)
+    try:
+        log.flush()
+    finally:
+        active._wmm = real_map
+    assert spy.flushes == 1                                    # msync of the active map
+    for seg in log.segments:                                   # all three: past the point
+        assert {seg.fd, seg.index._fd, seg.time_index._fd} <= set(synced)
+    assert log.recovery_point == log.log_end_offset
+    synced.clear()
+    log.append(batch(2), 0)
+    log.flush()                                                # only the active one now
+    assert active.fd in synced and log.segments[0].fd not in synced
+
+
+def test_wrong_magic_is_refused_with_a_typed_error(tmp_path, clock):
+    import struct
+    import zlib
+
+    from storage.errors import InvalidRecordError
+    log = open_log(tmp_path, clock)
+    body = struct.pack(">bbq", 1, 0, 1000) + struct.pack(">i", -1) + struct.pack(">i", 1) + b"v"
+    v1 = struct.pack(">qiI", 0, 4 + len(body), zlib.crc32(body)) + body   # a magic 1 message
+    future = batch(1)
+    future[16] = 3                                                        # magic 3
+    for raw in (bytearray(v1), future):
+        with pytest.raises(InvalidRecordError) as ei:
+            log.append(raw, 0)
+        assert ei.value.code == 87 and "magic" in str(ei.value)
+    assert log.log_end_offset == 0 and log.size_bytes == 0

@@ -117,3 +117,62 @@ def test_expiry():
     append(m, batch(2, 0, 0, ts=1080), 1)
     assert m.remove_expired_producers(1150) == 1
     assert m.last_entry(1) is None and m.last_entry(2) is not None
+
+
+def marker(pid, epoch, commit=True, offset=0):
+    from storage.batch import build_control_batch
+    return RecordBatch(memoryview(bytearray(
+        build_control_batch(offset, pid, epoch, commit, 0, 1000))))
+
+
+def test_known_epoch_without_cached_batches_must_start_at_zero():
+    """Kafka's checkSequence: only an entry with no known epoch takes any sequence."""
+    m = ProducerStateManager(None)
+    append(m, batch(5, 0, 0, 2, txn=True), 0)
+    append(m, marker(5, 1, commit=False, offset=2), 2)   # the coordinator bumped the epoch
+    e = m.last_entry(5)
+    assert e.producer_epoch == 1 and not e.batches
+    with pytest.raises(OutOfOrderSequenceError):
+        append(m, batch(5, 1, 7), 3)
+    assert append(m, batch(5, 1, 0), 3) is None
+    # an entry known only from a batch without sequence (a coordinator's write) too
+    info = m.prepare_append(validate=False)
+    info.update(batch(6, 2, -1), 10, 10)
+    m.commit(info, 11)
+    with pytest.raises(OutOfOrderSequenceError):
+        append(m, batch(6, 2, 4), 11)
+    assert append(m, batch(6, 2, 0), 11) is None
+
+
+def test_markers_of_the_same_epoch_keep_the_sequence_going():
+    m = ProducerStateManager(None)
+    append(m, batch(5, 0, 0, 3, txn=True), 0)
+    append(m, marker(5, 0, commit=True, offset=3), 3)
+    assert append(m, batch(5, 0, 3, 2, txn=True), 4) is None     # continues at 3
+    append(m, marker(5, 0, commit=False, offset=6), 6)
+    with pytest.raises(OutOfOrderSequenceError):
+        append(m, batch(5, 0, 0, txn=True), 7)                   # not a restart at 0
+    assert append(m, batch(5, 0, 5, txn=True), 7) is None
+
+
+def test_any_sequence_once_retention_removed_the_producer():
+    m = ProducerStateManager(None)
+    append(m, batch(5, 0, 0, 3), 0)
+    with pytest.raises(OutOfOrderSequenceError):
+        append(m, batch(5, 0, 40), 3)
+    m.on_log_start_offset_incremented(3)         # DeleteRecords/retention past its data
+    assert m.last_entry(5) is None
+    assert append(m, batch(5, 0, 40), 3) is None
+
+
+def test_bumped_epoch_without_batches_survives_a_snapshot(tmp_path):
+    m = ProducerStateManager(str(tmp_path))
+    append(m, batch(5, 0, 0, 2, txn=True), 0)
+    append(m, marker(5, 1, commit=True, offset=2), 2)
+    m.take_snapshot(3)
+    m2 = ProducerStateManager(str(tmp_path))
+    assert m2.truncate_and_reload(0, 3, 1000) == 3
+    assert m2.last_entry(5).producer_epoch == 1
+    with pytest.raises(OutOfOrderSequenceError):
+        append(m2, batch(5, 1, 9), 3)
+    assert append(m2, batch(5, 1, 0), 3) is None

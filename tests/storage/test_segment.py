@@ -1,7 +1,11 @@
+import errno
 import os
 
+import pytest
 
+import storage.segment as segment_mod
 from storage.batch import BatchBuilder, RecordBatch
+from storage.errors import KafkaStorageError
 from storage.segment import LogSegment, check_offsets_increasing, parse_base_offset
 
 
@@ -173,3 +177,89 @@ def test_should_roll(tmp_path):
     kw["max_timestamp_in_messages"] = 1000
     kw["max_offset_in_messages"] = 100 + 2**31
     assert seg.should_roll(messages_size=10, **kw)            # relative offset overflow
+
+
+def allocated_bytes(path):
+    return os.stat(path).st_blocks * 512
+
+
+def test_appends_reserve_disk_blocks_ahead_and_trim_frees_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(segment_mod, "PREALLOCATE_MIN_STEP", 1 << 16)
+    monkeypatch.setattr(segment_mod, "PREALLOCATE_STEP", 1 << 18)
+    seg = LogSegment(str(tmp_path), 100, capacity=1 << 20, index_interval_bytes=1 << 16,
+                     max_index_size=8 * 64, active=True)
+    assert allocated_bytes(seg.log_path) == 0             # sparse until the first append
+    fill(seg, 3)                     # ext4, xfs, btrfs, tmpfs all support fallocate
+    assert seg.size < 1 << 16 == seg._allocated <= allocated_bytes(seg.log_path) < 1 << 18
+    reserved = [seg._allocated]
+    off = seg.read_next_offset()
+    while seg.size < 3 << 18:
+        data = mk_batch(off, value=b"v" * 4000)
+        seg.append(off, 1000, off, data)
+        off += 1
+        if seg._allocated != reserved[-1]:
+            reserved.append(seg._allocated)
+        assert seg.size <= seg._allocated <= allocated_bytes(seg.log_path)
+    # each step reserves as much as the segment holds, from 64 KiB up to 256 KiB
+    steps = [b - a for a, b in zip(reserved, reserved[1:])]
+    assert steps[0] >= 1 << 16 and max(steps) == 1 << 18 and steps == sorted(steps)
+    seg.on_become_inactive()                             # roll: trimmed, blocks freed
+    assert os.path.getsize(seg.log_path) == seg.size
+    assert allocated_bytes(seg.log_path) < seg.size + (1 << 16)
+    seg.close()
+
+
+def test_recovery_cuts_the_reserved_zero_tail(tmp_path):
+    seg = new_seg(tmp_path, cap=1 << 20)
+    data = fill(seg, 20)
+    size = seg.size
+    seg.close_unclean()                                  # a crash: file still 1 MiB
+    assert os.path.getsize(seg.log_path) == 1 << 20
+    seg = LogSegment(str(tmp_path), 100, capacity=1 << 20, index_interval_bytes=200,
+                     max_index_size=8 * 64)
+    assert seg.recover() == (1 << 20) - size
+    assert seg.size == size == os.path.getsize(seg.log_path)
+    assert seg.read_bytes(0, size) == b"".join(d for _, d in data)
+    seg.close()
+
+
+def test_preallocation_falls_back_or_refuses(tmp_path, monkeypatch):
+    calls = []
+
+    def unsupported(fd, offset, length):
+        calls.append(length)
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    seg = new_seg(tmp_path)
+    fill(seg, 5)                                         # silently sparse
+    assert len(calls) == 1 and seg.read_next_offset() == 110
+    seg.close()
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "no space")
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    seg = new_seg(tmp_path, base=500)
+    with pytest.raises(KafkaStorageError):
+        fill(seg, 1, start=500)
+    assert seg.size == 0 and seg.read_next_offset() == 500
+    seg.close()
+
+
+def test_large_appends_by_pwrite_and_small_by_map_read_back_alike(tmp_path, monkeypatch):
+    monkeypatch.setattr(segment_mod, "PWRITE_MIN_BYTES", 300)
+    writes = []
+    real_pwrite = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, b, pos: writes.append(pos) or
+                        real_pwrite(fd, b, pos))
+    seg = new_seg(tmp_path)
+    data = fill(seg, 3) + fill(seg, 3, start=106, n=8) + fill(seg, 2, start=130)
+    assert len(writes) == 3                          # the 8-record batches only
+    want = b"".join(d for _, d in data)
+    assert seg.read_bytes(0, seg.size) == want == os.pread(seg.fd, seg.size, 0)
+    assert [b.base_offset for b in seg.iter_positions()] == [o for o, _ in data]
+    seg.close_unclean()
+    seg = LogSegment(str(tmp_path), 100, capacity=1 << 16, index_interval_bytes=200,
+                     max_index_size=8 * 64)
+    seg.recover()
+    assert seg.read_bytes(0, seg.size) == want
+    seg.close()

@@ -1,6 +1,9 @@
-"""Incremental fetch sessions (KIP-227): creation, epochs, errors, forgotten partitions,
-which partitions an incremental response carries, and LRU eviction."""
-from workers.fetch_session import CachedPartition, FetchSessionCache, FINAL_EPOCH, INITIAL_EPOCH
+"""Incremental fetch sessions (KIP-227): creation, epochs (and their wrap), errors,
+forgotten partitions, which partitions an incremental response carries, the rotation of
+partitions that returned data, and Kafka's eviction rules (stale first, then the least
+valuable evictable session, followers privileged), with an injected clock."""
+from workers.fetch_session import (CachedPartition, EVICTION_MS, FINAL_EPOCH, INITIAL_EPOCH,
+                                   MAX_EPOCH, FetchSessionCache, next_epoch)
 
 TID = b"\x01" * 16
 
@@ -73,15 +76,130 @@ def test_initial_epoch_with_id_replaces_the_session():
     assert new.session_id != sid and len(cache) == 1
 
 
-def test_least_recently_used_session_is_evicted():
-    cache = FetchSessionCache(max_sessions=2, clock=lambda: 0)
-    a = cache.new_context(0, INITIAL_EPOCH, [cp(0)], []).session_id
-    b = cache.new_context(0, INITIAL_EPOCH, [cp(0)], []).session_id
-    cache.new_context(a, 1, [], [])            # a is now the most recent
-    c = cache.new_context(0, INITIAL_EPOCH, [cp(0)], []).session_id
-    assert cache.new_context(b, 1, [], []).error_code == 70
-    assert cache.new_context(a, 2, [], []).error_code == 0
-    assert cache.new_context(c, 1, [], []).error_code == 0
+class Clock:
+    def __init__(self):
+        self.now = 1_000_000
+
+    def __call__(self):
+        return self.now
+
+
+def new_session(cache, n=1, follower=False):
+    return cache.new_context(0, INITIAL_EPOCH, [cp(i) for i in range(n)], [],
+                             is_follower=follower).session_id
+
+
+def test_full_cache_keeps_recent_sessions():
+    """Kafka protects sessions younger than the eviction time: a newcomer of the same
+    size gets no session instead of evicting the least recently used one."""
+    clock = Clock()
+    cache = FetchSessionCache(max_sessions=2, clock=clock)
+    a, b = new_session(cache), new_session(cache)
+    clock.now += 1000
+    assert new_session(cache) == 0                     # sessionless, nobody evicted
+    assert cache.new_context(a, 1, [], []).error_code == 0
+    assert cache.new_context(b, 1, [], []).error_code == 0
+
+
+def test_stale_session_is_evicted_first():
+    clock = Clock()
+    cache = FetchSessionCache(max_sessions=2, clock=clock)
+    a = new_session(cache, n=5)
+    clock.now += 10
+    b = new_session(cache, n=1)
+    clock.now += EVICTION_MS
+    cache.new_context(b, 1, [], [])                    # b used recently, a not
+    clock.now += 1
+    c = new_session(cache, n=1)                        # a is stale: evicted despite its size
+    assert c != 0 and cache.evictions == 1
+    assert cache.new_context(a, 1, [], []).error_code == 70
+    assert cache.new_context(b, 2, [], []).error_code == 0
+
+
+def test_bigger_session_evicts_the_smallest_old_one():
+    clock = Clock()
+    cache = FetchSessionCache(max_sessions=2, clock=clock)
+    small, big = new_session(cache, n=2), new_session(cache, n=4)
+    clock.now += EVICTION_MS + 1
+    # both are past the eviction age once used again, and neither is stale
+    cache.new_context(small, 1, [], [])
+    cache.new_context(big, 1, [], [])
+    assert new_session(cache, n=2) == 0                # not worth more than the smallest
+    c = new_session(cache, n=3)
+    assert c != 0
+    assert cache.new_context(small, 2, [], []).error_code == 70
+    assert cache.new_context(big, 2, [], []).error_code == 0
+
+
+def test_follower_evicts_young_consumer_session_but_not_a_young_follower():
+    clock = Clock()
+    cache = FetchSessionCache(max_sessions=1, clock=clock)
+    consumer = new_session(cache, n=10)
+    clock.now += 1
+    assert new_session(cache, n=20) == 0               # a consumer never evicts a young one
+    follower = new_session(cache, n=1, follower=True)  # privileged beats unprivileged
+    assert follower != 0
+    assert cache.new_context(consumer, 1, [], []).error_code == 70
+    clock.now += 1
+    assert new_session(cache, n=50, follower=True) == 0   # young followers are protected
+    assert new_session(cache, n=50) == 0
+    assert cache.new_context(follower, 1, [], []).error_code == 0
+
+
+def test_epoch_wraps_to_one():
+    assert next_epoch(0) == 1 and next_epoch(41) == 42
+    assert next_epoch(MAX_EPOCH) == 1 and next_epoch(FINAL_EPOCH) == FINAL_EPOCH
+    cache = FetchSessionCache(clock=lambda: 0)
+    sid = new_session(cache)
+    cache.sessions[sid].epoch = MAX_EPOCH
+    assert cache.new_context(sid, MAX_EPOCH, [], []).error_code == 0
+    assert cache.sessions[sid].epoch == 1
+    assert cache.new_context(sid, 1, [], []).error_code == 0
+
+
+def test_partitions_with_data_move_to_the_end():
+    """IncrementalFetchContext: a partition that returned records goes behind the others,
+    so the next fetch reads the others first (no starvation under max_bytes)."""
+    cache = FetchSessionCache(clock=lambda: 0)
+    sid = cache.new_context(0, INITIAL_EPOCH, [cp(0), cp(1), cp(2)], []).session_id
+    ctx = cache.new_context(sid, 1, [], [])
+    assert [c.partition for c in ctx.partitions] == [0, 1, 2]
+    p0, p1, p2 = ctx.partitions
+    assert ctx.include(p0, 0, 10, 10, 0, True)
+    assert ctx.include(p1, 0, 10, 10, 0, False)    # hw changed, no records: stays
+    assert not ctx.include(p2, 0, -1, -1, -1, False)
+    nxt = cache.new_context(sid, 2, [], [])
+    assert [c.partition for c in nxt.partitions] == [1, 2, 0]
+    # a full (non-incremental) response does not reorder
+    full = cache.new_context(0, INITIAL_EPOCH, [cp(0), cp(1)], [])
+    assert all(full.include(c, 0, 5, 5, 0, True) for c in full.partitions)
+    assert [c.partition for c in cache.new_context(full.session_id, 1, [], []).partitions] == [0, 1]
+
+
+def test_error_is_resent_when_it_clears_and_diverging_epoch_responds():
+    cache = FetchSessionCache(clock=lambda: 0)
+    sid = cache.new_context(0, INITIAL_EPOCH, [cp(0)], []).session_id
+    ctx = cache.new_context(sid, 1, [], [])
+    (p0,) = ctx.partitions
+    assert ctx.include(p0, 0, 10, 10, 0, False)
+    assert ctx.include(p0, 6, 10, 10, 0, False)        # an error is always sent
+    assert ctx.include(p0, 0, 10, 10, 0, False)        # and the same HW again after it
+    assert not ctx.include(p0, 0, 10, 10, 0, False)
+    assert ctx.include(p0, 0, 10, 10, 0, False, diverging=True)
+
+
+def test_topic_id_usage_must_not_change():
+    cache = FetchSessionCache(clock=lambda: 0)
+    sid = cache.new_context(0, INITIAL_EPOCH, [cp(0)], [], uses_topic_ids=True).session_id
+    assert cache.new_context(sid, 1, [], [], uses_topic_ids=False).error_code == 106
+    assert cache.new_context(sid, 1, [], [], uses_topic_ids=True).error_code == 0
+
+
+def test_forgetting_every_partition_closes_the_session():
+    cache = FetchSessionCache(clock=lambda: 0)
+    sid = cache.new_context(0, INITIAL_EPOCH, [cp(0)], []).session_id
+    ctx = cache.new_context(sid, 1, [], [("t", 0)])
+    assert ctx.session_id == 0 and not ctx.incremental and len(cache) == 0
 
 
 def test_no_session_when_cache_disabled():

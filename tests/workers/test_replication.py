@@ -498,8 +498,11 @@ def test_isr_shrink_min_insync_and_expand(tmp_path):
                                timeout=8, what="ISR expand")
                 r = await produce(conn, "r", 0, batch(1))
                 assert r["error_code"] == 0
-                assert log_bytes(L.partitions[("r", 0)]) == log_bytes(F.followers[("r", 0)]) \
-                    or F.followers[("r", 0)].log_end_offset <= L.partitions[("r", 0)].log_end_offset
+                # acknowledged by the whole ISR: the follower holds everything, byte for byte
+                # (it fetched the acks=1 records it missed, then this batch)
+                lp, fp = L.partitions[("r", 0)], F.followers[("r", 0)]
+                assert fp.log_end_offset == lp.log_end_offset == 7   # 3 + 2 + 1 (acks=1) + 1
+                assert log_bytes(fp) == log_bytes(lp)
             finally:
                 await conn.close()
         finally:

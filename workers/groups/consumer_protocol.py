@@ -35,16 +35,23 @@ The rules are Kafka's (group-coordinator `GroupMetadataManager.consumerGroupHear
   ConsumerGroup* records (`records.py`, record types 3, 5, 6, 7, 8) before the heartbeat is
   answered; `load_*` rebuilds the groups from them. Record type 4 (partition metadata) is
   not written; the subscribed topics' metadata is recomputed after a load.
+* **Refused appends.** The change is made in memory first and its records are then
+  appended, as Kafka's coordinator runtime replays its records before writing them; when
+  the appender refuses the records (nothing written: not the leader any more, ISR below
+  min.insync.replicas, the log refused them) `_Undo` puts the group back as it was before
+  anything else runs (Kafka reverts to its last snapshot), and the member gets the error.
+  Records that were written but time out waiting for the followers stay applied: they
+  are in the leader's log, as in Kafka.
 
 Where this differs from Kafka: a heartbeat with a non-zero epoch for a group that does
 not exist answers UNKNOWN_MEMBER_ID (Kafka: GROUP_ID_NOT_FOUND) so that clients simply
-rejoin; regular expressions are Python's `re.fullmatch`, not RE2/J; a failed append is
-answered with its error but the in-memory change is not rolled back (the next heartbeat
-re-sends the state).
+rejoin; regular expressions are Python's `re.fullmatch`, not RE2/J.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import re
 import uuid
@@ -245,6 +252,75 @@ def _assignor_names(value) -> list[str]:
     return out or ["uniform", "range"]
 
 
+# ------------------------------------------------------------------------- undo
+
+_TIMER_FIELDS = frozenset({"heartbeat_timer", "rebalance_timer", "join_timer", "sync_timer",
+                           "pending_member_timers"})
+
+
+def _fields(obj) -> dict:
+    """A dataclass's fields, containers copied (one level), timers left out."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        if f.name not in _TIMER_FIELDS:
+            v = getattr(obj, f.name)
+            out[f.name] = copy.copy(v) if isinstance(v, (dict, set, list)) else v
+    return out
+
+
+class _Undo:
+    """Puts a consumer group back as it was when its change's records were refused.
+
+    Taken before the change: which group object the coordinator had under the id, that
+    group's fields, and the fields of the members the change is about (by member id, and
+    the member holding the instance id): a heartbeat, leave or fence changes no other
+    member. Called synchronously by the append that refused the records, so nothing else
+    ran in between. Members the change added lose their timers; the members it was about
+    get fresh ones (a session timeout from now, the rebalance timer if revoking)."""
+
+    def __init__(self, protocol: "ConsumerGroupProtocol", group_id: str,
+                 member_id: str | None = None, instance_id: str | None = None):
+        self.protocol = protocol
+        self.group_id = group_id
+        self.group = group = protocol.coord.groups.get(group_id)
+        self.group_fields = None
+        self.members = []
+        if isinstance(group, ConsumerGroup):
+            self.group_fields = _fields(group)
+            ids = {member_id, group.static_members.get(instance_id)}
+            self.members = [(m, _fields(m)) for m in group.members.values() if m.member_id in ids]
+
+    def __call__(self) -> None:
+        groups = self.protocol.coord.groups
+        before = self.group_fields["members"].values() if self.group_fields else ()
+        kept = {id(m) for m in before}
+        current = groups.get(self.group_id)
+        if isinstance(current, ConsumerGroup):
+            for m in current.members.values():
+                if id(m) not in kept:
+                    self._stop_timers(m)
+        if self.group is None:
+            groups.pop(self.group_id, None)
+        else:
+            groups[self.group_id] = self.group
+        if self.group_fields is None:
+            return
+        for name, value in self.group_fields.items():
+            setattr(self.group, name, value)
+        for member, fields in self.members:
+            for name, value in fields.items():
+                setattr(member, name, value)
+            if self.group.members.get(member.member_id) is member:
+                self._stop_timers(member)
+                self.protocol._schedule_session_timeout(self.group, member)
+                self.protocol._update_rebalance_timer(self.group, member)
+
+    def _stop_timers(self, member: ConsumerMember) -> None:
+        self.protocol.coord._cancel(member.heartbeat_timer)
+        self.protocol.coord._cancel(member.rebalance_timer)
+        member.heartbeat_timer = member.rebalance_timer = None
+
+
 # ------------------------------------------------------------------------- protocol
 
 
@@ -377,6 +453,7 @@ class ConsumerGroupProtocol:
         member_id = req.get("member_id") or ""
         epoch = req.get("member_epoch", 0)
         records: list = []
+        undo = _Undo(self, group_id, member_id, req.get("instance_id"))
         group = self.coord.groups.get(group_id)
         if group is not None and not isinstance(group, ConsumerGroup):
             if not (group.is_(EMPTY) or group.is_(DEAD)) or group.members or group.pending_members:
@@ -384,7 +461,7 @@ class ConsumerGroupProtocol:
                 return
             group = self._from_classic(group, records) if epoch == 0 else None
         if epoch < 0:
-            self._leave(group, member_id, req.get("instance_id"), epoch, respond)
+            self._leave(group, member_id, req.get("instance_id"), epoch, respond, undo)
             return
         if group is None:
             if epoch != 0:
@@ -459,20 +536,20 @@ class ConsumerGroupProtocol:
                     "heartbeat_interval_ms": self.heartbeat_interval_ms,
                     "assignment": None if omit_assignment else {"topic_partitions": [
                         {"topic_id": t, "partitions": ps} for t, ps in to_map(member.assigned).items()]}}
-        self._store(records, response, respond)
+        self._store(records, response, respond, undo)
 
-    def _store(self, records, response, respond) -> None:
+    def _store(self, records, response, respond, undo: _Undo) -> None:
         if not records:
             respond(response)
             return
 
         def stored(error: int):
             if error:
-                respond(_error_response(errors.map_group_store_error(error)))
+                respond(_error_response(errors.map_heartbeat_store_error(error)))
             else:
                 respond(response)
         stored.after_unload = lambda _e: respond(_error_response(errors.NOT_COORDINATOR))
-        self.coord._append(records, stored)
+        self.coord._append(records, stored, on_refused=undo)
 
     @staticmethod
     def _update_member(member: ConsumerMember, req: dict, client_id: str, client_host: str) -> bool:
@@ -606,10 +683,13 @@ class ConsumerGroupProtocol:
             self._fence(group, member)
 
     def _fence(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        # refused: the member stays, with a new session timeout (the fence is retried)
+        undo = _Undo(self, group.group_id, member.member_id)
         records: list = []
         self._remove_member(group, member, records)
         self.coord._append(records, lambda e: e and log.warning(
-            "consumer group %s: storing a member removal failed: %s", group.group_id, e))
+            "consumer group %s: storing a member removal failed: %s", group.group_id, e),
+            on_refused=undo)
 
     # ------------------------------------------------------------------ leaving
     def _remove_member(self, group: ConsumerGroup, member: ConsumerMember, records: list) -> None:
@@ -633,7 +713,7 @@ class ConsumerGroupProtocol:
         group.update_state(self._now())
 
     def _leave(self, group: ConsumerGroup | None, member_id: str, instance_id: str | None,
-               epoch: int, respond) -> None:
+               epoch: int, respond, undo: _Undo) -> None:
         member = group.members.get(member_id) if group is not None else None
         if member is None and group is not None and instance_id is not None:
             current = group.static_members.get(instance_id)
@@ -661,7 +741,7 @@ class ConsumerGroupProtocol:
         response = {"throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None,
                     "member_id": member_id, "member_epoch": epoch,
                     "heartbeat_interval_ms": 0, "assignment": None}
-        self._store(records, response, respond)
+        self._store(records, response, respond, undo)
 
     def _replace_static_member(self, group: ConsumerGroup, old: ConsumerMember, new_id: str,
                                records: list) -> ConsumerMember:

@@ -7,19 +7,23 @@ partition and wires three things into it:
 * ``scheduler.schedule(delay_ms, callback) -> handle`` with ``handle.cancel()``: the
   worker's timing wheel. Callbacks run on the worker's loop, after the call that
   scheduled them returns; a cancelled handle never fires.
-* ``appender(records, callback, **txn)``: append ``records`` (a list of
+* ``appender(records, callback, **txn) -> int``: append ``records`` (a list of
   ``(key: bytes, value: bytes | None)``; None is a tombstone) to this partition as one
-  batch and call ``callback(error_code)`` exactly once, when the batch is committed
-  (acks=all semantics) or failed. Batches must land in the log in call order. For
-  transactional offset commits ``txn`` is ``producer_id=, producer_epoch=`` and the batch
-  must be transactional (the transaction coordinator later writes the marker and the
-  worker calls ``complete_txn``).
+  batch. Either it refuses before writing anything and returns the error code (the
+  callback is never called; ``_append`` undoes the caller's change, see below), or it
+  returns 0 and calls ``callback(error_code)`` exactly once, now or later, when the batch
+  is committed (acks=all semantics) or failed. Batches must land in the log in call
+  order. For transactional offset commits ``txn`` is ``producer_id=, producer_epoch=``
+  and the batch must be transactional (the transaction coordinator later writes the
+  marker and the worker calls ``complete_txn``).
 
 Life cycle: constructed LOADING (every request answers COORDINATOR_LOAD_IN_PROGRESS;
 Heartbeat answers NONE and SyncGroup REBALANCE_IN_PROGRESS, as Kafka does), then
 ``load(records)`` replays the partition, or the worker feeds it in chunks with
-``begin_load() / load_records(chunk) / finish_load()`` between loop iterations; then
-ACTIVE. ``unload()`` when the partition moves away: waiting JoinGroup/SyncGroup get
+``begin_load() / load_records(chunk) / finish_load()`` between loop iterations
+(workers/group_service.py); then ACTIVE. A failed load starts over with ``unload()``
+and ``begin_load()``: the coordinator is never ACTIVE with part of its state.
+``unload()`` when the partition moves away: waiting JoinGroup/SyncGroup get
 NOT_COORDINATOR, timers are cancelled, later append callbacks answer NOT_COORDINATOR, and
 every later request gets NOT_COORDINATOR until the next ``begin_load()``.
 
@@ -108,7 +112,7 @@ class GroupCoordinator:
         # config: a Mapping or anything with .get(key, default) (Kafka key names)
         get = config.get
         cfg = {key: get(key, default) for key, default in DEFAULTS.items()}
-        cfg["offsets.topic.num.partitions"] = get("offsets.topic.num.partitions", None)
+        self._config_get = get
         self.partition_id = partition_id
         self.min_session_timeout_ms = int(cfg["group.min.session.timeout.ms"])
         self.max_session_timeout_ms = int(cfg["group.max.session.timeout.ms"])
@@ -117,8 +121,6 @@ class GroupCoordinator:
         self.offsets_retention_ms = int(cfg["offsets.retention.minutes"]) * 60 * 1000
         self.retention_check_interval_ms = int(cfg["offsets.retention.check.interval.ms"])
         self.max_metadata_size = int(cfg["offset.metadata.max.bytes"])
-        num = cfg["offsets.topic.num.partitions"]  # set: groups hashing elsewhere get NOT_COORDINATOR
-        self.num_partitions = int(num) if num is not None else None
         self.clock = clock
         self.scheduler = scheduler
         self.appender = appender
@@ -134,6 +136,15 @@ class GroupCoordinator:
 
     # =================================================================== plumbing
 
+    @property
+    def num_partitions(self) -> int | None:
+        """offsets.topic.num.partitions when set (groups hashing to another partition get
+        NOT_COORDINATOR). Read at every check, not once: in cluster mode the worker's
+        metadata may still be receiving the offsets topic's partitions one by one when
+        the coordinator is created, and a count frozen then would refuse its groups."""
+        num = self._config_get("offsets.topic.num.partitions", None)
+        return int(num) if num is not None else None
+
     def _schedule(self, delay_ms: int, fn: Callable[[], None]):
         epoch = self._epoch
 
@@ -147,11 +158,15 @@ class GroupCoordinator:
         if handle is not None:
             handle.cancel()
 
-    def _append(self, records, callback: Callable[[int], None], **txn) -> int:
+    def _append(self, records, callback: Callable[[int], None],
+                on_refused: Callable[[], None] | None = None, **txn) -> int:
         """Append and return the append's sequence number (log order of this partition).
 
-        After an unload the callback is not called; ``callback.after_unload(error)`` is,
-        if the callback has that attribute (commits still owe their caller an answer)."""
+        An append the appender refused (nothing written) first calls ``on_refused()``, so
+        the caller can restore what it changed before anything else runs, then
+        ``callback(error)``. After an unload the callback is not called;
+        ``callback.after_unload(error)`` is, if the callback has that attribute (commits
+        still owe their caller an answer)."""
         self._append_seq += 1
         seq = self._append_seq
         epoch = self._epoch
@@ -162,7 +177,11 @@ class GroupCoordinator:
                 callback(error_code)
             elif after_unload is not None:
                 after_unload(error_code)
-        self.appender(records, done, **txn)
+        refused = self.appender(records, done, **txn)
+        if refused:
+            if on_refused is not None:
+                on_refused()
+            done(refused)
         return seq
 
     def _check_status(self, group_id, api: str) -> int:
@@ -865,12 +884,8 @@ class GroupCoordinator:
         error, entries = self._fetch_offsets(req.get("group_id"), topics, require_stable)
         if not error:
             respond(responses.offset_fetch(version, topics=responses.fetched_topics(entries)))
-        elif version < 2:
-            # no top-level error before v2: every requested partition carries it
-            entries = [(t, p, -1, -1, "", error) for t, p in _tp_list(topics or [], "partition_indexes")]
-            respond(responses.offset_fetch(version, topics=responses.fetched_topics(entries)))
         else:
-            respond(responses.offset_fetch(version, error=error))
+            respond(responses.offset_fetch_error(version, error, topics))
 
     def _fetch_offsets(self, group_id, topics, require_stable: bool, member_id: str | None = None,
                        member_epoch: int = -1):

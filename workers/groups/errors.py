@@ -66,11 +66,24 @@ def map_group_store_error(code: int) -> int:
 
 def map_offset_store_error(code: int) -> int:
     """The per-partition error an OffsetCommit caller sees when the append failed
-    (Kafka's GroupMetadataManager.storeOffsets mapping)."""
-    if code in (UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+    (Kafka's GroupMetadataManager.storeOffsets mapping; a commit that timed out waiting
+    for the followers answers COORDINATOR_NOT_AVAILABLE, as the group coordinator of
+    Kafka 3.x+ does, so that clients look the coordinator up again and retry)."""
+    if code in (UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                REQUEST_TIMED_OUT):
         return COORDINATOR_NOT_AVAILABLE
     if code in (NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR):
         return NOT_COORDINATOR
     if code in (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE):
         return INVALID_COMMIT_OFFSET_SIZE
     return code
+
+
+def map_heartbeat_store_error(code: int) -> int:
+    """The error a ConsumerGroupHeartbeat caller sees when persisting the change failed
+    (Kafka's GroupCoordinatorService: retriable coordinator errors, never
+    REBALANCE_IN_PROGRESS, which KIP-848 members do not expect)."""
+    if code in (UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                REQUEST_TIMED_OUT):
+        return COORDINATOR_NOT_AVAILABLE
+    return map_group_store_error(code)

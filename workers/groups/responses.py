@@ -274,6 +274,18 @@ def offset_fetch(version: int, *, error: int = errors.NONE, topics=(), groups=()
         "groups": list(groups)})
 
 
+def offset_fetch_error(version: int, error: int, topics) -> dict:
+    """OffsetFetch v0-v7 answering a group-level error for the requested `topics`
+    ([{name, partition_indexes}] or None for all). v0-v1 have no top-level error: every
+    requested partition carries it. From v2 Kafka sends the top-level error alone; here
+    the requested partitions carry it too (offset -1), because aiokafka reads only the
+    partitions' errors and takes an empty answer for "nothing committed": a consumer
+    starting while its coordinator loads or moves would otherwise reset its position."""
+    entries = [(t["name"], p, -1, -1, "", error)
+               for t in topics or () for p in t["partition_indexes"]]
+    return offset_fetch(version, error=error, topics=fetched_topics(entries))
+
+
 def offset_delete(version: int, error: int, entries: list[tuple[str, int, int]]) -> dict:
     return shape(version, OFFSET_DELETE, {
         "error_code": error, "throttle_time_ms": 0,

@@ -2,10 +2,12 @@
 
 One line per API (Redpanda's handlers.h habit). The ranges are what ApiVersions
 advertises; they stay inside Kafka's schema ranges (tests/protocol checks our
-definitions against Kafka's). Minimums follow CLIENT-API-USAGE.md: Produce and
-FindCoordinator advertise 0 because librdkafka < 2.11.1 gates compression and the group
-consumer on those exact versions. Produce v0-v2 and Fetch v0-v3 speak magic 0/1 message
-sets (converted to and from the stored v2 batches by storage/convert.py).
+definitions against Kafka's; Metadata 13, ListOffsets 11 and DescribeCluster 2 are
+Kafka 4.x versions that clients send, beyond the reference snapshot). Minimums follow
+CLIENT-API-USAGE.md: Produce and FindCoordinator advertise 0 because librdkafka <
+2.11.1 gates compression and the group consumer on those exact versions. Produce v0-v2
+and Fetch v0-v3 speak magic 0/1 message sets (converted to and from the stored v2
+batches by storage/convert.py).
 """
 from __future__ import annotations
 
@@ -36,8 +38,8 @@ class Handler(NamedTuple):
 HANDLERS: dict[int, Handler] = {
     K.PRODUCE:                 Handler(produce.handle, 0, 11),
     K.FETCH:                   Handler(fetch.handle, 0, 17),
-    K.LIST_OFFSETS:            Handler(list_offsets.handle, 0, 10),
-    K.METADATA:                Handler(metadata.handle, 0, 12),
+    K.LIST_OFFSETS:            Handler(list_offsets.handle, 0, 11),
+    K.METADATA:                Handler(metadata.handle, 0, 13),
     K.API_VERSIONS:            Handler(api_versions.handle, 0, 4),
     K.CREATE_TOPICS:           Handler(create_topics.handle, 0, 7),
     K.DELETE_TOPICS:           Handler(delete_topics.handle, 0, 6),
@@ -45,7 +47,7 @@ HANDLERS: dict[int, Handler] = {
     K.INIT_PRODUCER_ID:        Handler(init_producer_id.handle, 0, 5),
     K.OFFSET_FOR_LEADER_EPOCH: Handler(offset_for_leader_epoch.handle, 0, 4),
     K.CREATE_PARTITIONS:       Handler(create_partitions.handle, 0, 3),
-    K.DESCRIBE_CLUSTER:        Handler(describe_cluster.handle, 0, 1),
+    K.DESCRIBE_CLUSTER:        Handler(describe_cluster.handle, 0, 2),
     K.DESCRIBE_CONFIGS:        Handler(describe_configs.handle, 0, 4),
     K.ALTER_CONFIGS:           Handler(alter_configs.handle, 0, 2),
     K.INCREMENTAL_ALTER_CONFIGS: Handler(alter_configs.handle_incremental, 0, 1),

@@ -1,4 +1,9 @@
-"""CreatePartitions (key 37), v0-v3: raise a topic's partition count (never lower)."""
+"""CreatePartitions (key 37), v0-v3: raise a topic's partition count (never lower).
+Cluster-scoped: the controller validates and persists (INVALID_PARTITIONS for a count
+not above the current one, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT...).
+A topic named more than once gets INVALID_REQUEST for every occurrence and is not
+changed, as Kafka does (the controller never sees it)."""
+from mpbroker.protocol.errors import ErrorCode
 
 
 async def handle(broker, ctx, req):
@@ -8,6 +13,12 @@ async def handle(broker, ctx, req):
         specs.append({"name": t["name"], "count": t["count"],
                       "assignments": None if assignments is None
                       else [list(a["broker_ids"]) for a in assignments]})
-    results = await broker.controller.create_partitions(specs, req["validate_only"],
-                                                        req["timeout_ms"])
-    return {"throttle_time_ms": 0, "results": results}
+    names = [s["name"] for s in specs]
+    dupes = {n for n in names if names.count(n) > 1}
+    results = await broker.controller.create_partitions(
+        [s for s in specs if s["name"] not in dupes], req["validate_only"], req["timeout_ms"])
+    by_name = {r["name"]: r for r in results}
+    out = [{"name": n, "error_code": ErrorCode.INVALID_REQUEST,
+            "error_message": "Duplicate topic in request."} if n in dupes else by_name[n]
+           for n in names]
+    return {"throttle_time_ms": 0, "results": out}

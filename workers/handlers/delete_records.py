@@ -1,31 +1,132 @@
 """DeleteRecords (key 21), v0-v2: move a partition's log start offset forward.
 
-Offset -1 means the high watermark. An offset above the high watermark is
-OFFSET_OUT_OF_RANGE. Whole segments below the new start are deleted; reads below it
-get OFFSET_OUT_OF_RANGE. With one replica the low watermark is ours at once (a
-DelayedDeleteRecords waits for followers in cluster mode)."""
+Per partition, on the leader (Kafka's ReplicaManager.deleteRecords and
+Partition.deleteRecordsOnLeader):
+* an internal topic: INVALID_TOPIC_EXCEPTION; a topic whose cleanup.policy has no
+  `delete` (compact only): POLICY_VIOLATION;
+* offset -1 means the high watermark; an offset below -1 or above the high watermark is
+  OFFSET_OUT_OF_RANGE; one at or below the log start changes nothing;
+* whole segments below the new start are deleted; reads below it get
+  OFFSET_OUT_OF_RANGE.
+
+The answer's `low_watermark` is the minimum log start offset over the leader and its
+followers on live brokers (Kafka's lowWatermarkIfLeader). A follower learns the new
+log start from the leader's Fetch responses and reports its own in its next Fetch
+(workers/handlers/fetch.py records it, then checks this purgatory). When some
+partition's low watermark is still below its target, a DelayedDeleteRecords waits in
+the worker's `delete_records_purgatory` until every such partition reached it (or is
+no longer led here: NOT_LEADER_OR_FOLLOWER), at most the request's `timeout_ms`, after
+which those partitions answer REQUEST_TIMED_OUT. With one replica the low watermark is
+the leader's log start, so the answer is immediate.
+"""
+from __future__ import annotations
+
+import asyncio
+
 from mpbroker.protocol.errors import ErrorCode
 from storage import errors as serr
 
+from workers.purgatory import DelayedOperation
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def low_watermark(p, alive) -> int:
+    """The smallest log start offset over the leader and the followers on `alive`
+    brokers (-1 while one of them has not reported it since this leadership began)."""
+    lw = p.log_start_offset
+    for replica_id, st in p.followers.items():
+        if replica_id in alive and st.log_start_offset < lw:
+            lw = st.log_start_offset
+    return lw
+
+
+def _alive(broker):
+    md = broker.metadata
+    return md.brokers if md is not None else ()
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """Waits until the low watermark of every partition in `waiting` reached its target.
+
+    `waiting`: [(partition, required offset, result dict)]; each result starts as
+    REQUEST_TIMED_OUT with the low watermark known when it was deleted on the leader,
+    and is settled once (reached, or lost leadership)."""
+
+    def __init__(self, delay_ms: int, broker, waiting: list, response: dict,
+                 future: asyncio.Future):
+        super().__init__(delay_ms)
+        self.broker = broker
+        self.pending = list(waiting)
+        self.response = response
+        self.future = future
+
+    def try_complete(self) -> bool:
+        alive = _alive(self.broker)
+        still = []
+        for p, required, result in self.pending:
+            if self.broker.partition(p.topic, p.index) is not p or p.closed or not p.is_leader:
+                result.update(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, low_watermark=-1)
+                continue
+            lw = low_watermark(p, alive)
+            if lw >= required:
+                result.update(error_code=ErrorCode.NONE, low_watermark=lw)
+            else:
+                still.append((p, required, result))
+        self.pending = still
+        if still:
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        if not self.future.done():
+            self.future.set_result(self.response)
+
+
+def delete_on_leader(broker, topic: str, idx: int, offset: int) -> tuple[dict, object, int]:
+    """(result dict, partition, required offset) after deleting locally; the partition
+    is None when the result is final (an error)."""
+    res = {"partition_index": idx, "low_watermark": -1, "error_code": ErrorCode.NONE}
+    if topic in INTERNAL_TOPICS:
+        res["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+        return res, None, -1
+    p = broker.partition(topic, idx)
+    if p is None:
+        res["error_code"] = broker.partition_error(topic, idx)
+        return res, None, -1
+    if not p.log.config.delete:
+        res["error_code"] = ErrorCode.POLICY_VIOLATION
+        return res, None, -1
+    required = p.high_watermark if offset == -1 else offset
+    if required < 0 or required > p.high_watermark:
+        res["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        return res, None, -1
+    try:
+        p.delete_records_before(required)
+    except serr.StorageError as e:
+        res["error_code"] = e.code
+        return res, None, -1
+    broker.fetch_purgatory.check_and_complete(p.key)   # waiters re-check their partition
+    res["low_watermark"] = low_watermark(p, _alive(broker))
+    return res, p, required
+
 
 def handle(broker, ctx, req):
-    topics = []
+    topics, waiting = [], []
     for t in req["topics"]:
         parts = []
         for rp in t["partitions"]:
-            idx, offset = rp["partition_index"], rp["offset"]
-            res = {"partition_index": idx, "low_watermark": -1, "error_code": 0}
-            p = broker.partition(t["name"], idx)
-            if p is None:
-                res["error_code"] = broker.partition_error(t["name"], idx)
-            elif offset < -1 or offset > p.high_watermark:
-                res["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-            else:
-                try:
-                    res["low_watermark"] = p.delete_records_before(offset)
-                except serr.StorageError as e:
-                    res["error_code"] = e.code
-                broker.fetch_purgatory.check_and_complete(p.key)
+            res, p, required = delete_on_leader(broker, t["name"], rp["partition_index"],
+                                                rp["offset"])
             parts.append(res)
+            if p is not None and res["low_watermark"] < required:
+                res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+                waiting.append((p, required, res))
         topics.append({"name": t["name"], "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+    response = {"throttle_time_ms": 0, "topics": topics}
+    if not waiting:
+        return response
+    future = asyncio.get_running_loop().create_future()
+    op = DelayedDeleteRecords(req["timeout_ms"], broker, waiting, response, future)
+    broker.delete_records_purgatory.try_complete_else_watch(op, [p.key for p, _, _ in waiting])
+    return future

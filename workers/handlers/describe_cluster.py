@@ -1,5 +1,8 @@
-"""DescribeCluster (key 60), v0-v1: brokers, controller and cluster id. v1 endpoint type
-1 (brokers) is the only one a broker serves; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE."""
+"""DescribeCluster (key 60), v0-v2: brokers, controller and cluster id. v1 endpoint type
+1 (brokers) is the only one a broker serves; 2 (controllers) gets UNSUPPORTED_ENDPOINT_TYPE.
+v2 (KIP-1073) asks whether to include fenced brokers and marks each broker `is_fenced`:
+the registered brokers are the live ones (a broker leaves the registry when it stops),
+so none is fenced and `include_fenced_brokers` changes nothing."""
 from mpbroker.protocol.errors import ErrorCode
 
 
@@ -14,6 +17,6 @@ def handle(broker, ctx, req):
         resp["error_code"] = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         resp["error_message"] = "The broker only handles broker endpoint types"
         return resp
-    resp["brokers"] = [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                       for b in md.brokers.values()]
+    resp["brokers"] = [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack,
+                        "is_fenced": False} for b in md.brokers.values()]
     return resp

@@ -68,6 +68,12 @@ def _requested_partitions(broker, req, version) -> tuple[list[CachedPartition], 
     return requested, forgotten, unknown_ids
 
 
+def _replica_id(req) -> int:
+    """The fetching replica (v15+ in `replica_state`), -1 for a consumer."""
+    replica = req.get("replica_state") or {}
+    return req.get("replica_id", replica.get("replica_id", -1))
+
+
 def _records_size(records) -> int:
     if not records:
         return 0
@@ -99,8 +105,7 @@ class FetchPlan:
         self.isolation_level = req.get("isolation_level", 0)
         self.min_bytes = req["min_bytes"]
         self.max_wait_ms = req["max_wait_ms"]
-        replica = req.get("replica_state") or {}
-        self.replica_id = req.get("replica_id", replica.get("replica_id", -1))
+        self.replica_id = _replica_id(req)
 
     def read_all(self) -> tuple[list, int, bool]:
         """Returns ([(cp, partition dict)], bytes read, any error)."""
@@ -154,9 +159,12 @@ class FetchPlan:
                 data["diverging_epoch"] = {"epoch": div[0], "end_offset": div[1]}
                 return data
             if p.log_start_offset <= cp.fetch_offset <= p.log_end_offset:
-                p.follower_fetch(replica, cp.fetch_offset, broker.clock())
+                p.follower_fetch(replica, cp.fetch_offset, broker.clock(), cp.log_start_offset)
                 data["high_watermark"] = p.high_watermark
                 data["last_stable_offset"] = p.last_stable_offset
+                if broker.delete_records_purgatory.watched(p.key):
+                    # the follower's log start may have reached a DeleteRecords target
+                    broker.delete_records_purgatory.check_and_complete(p.key)
         if limit <= 0 and not min_one:
             data["records"] = []
             return data
@@ -190,7 +198,7 @@ class FetchPlan:
             has_records = bool(data["records"])
             if not self.fctx.include(cp, data["error_code"], data["high_watermark"],
                                      data["last_stable_offset"], data["log_start_offset"],
-                                     has_records):
+                                     has_records, "diverging_epoch" in data):
                 continue
             key = cp.topic_id if self.version >= 13 else cp.topic
             if key not in by_topic:
@@ -257,8 +265,9 @@ class DelayedFetch(DelayedOperation):
 def handle(broker, ctx, req):
     version = ctx.api_version
     requested, forgotten, unknown_ids = _requested_partitions(broker, req, version)
-    fctx = broker.fetch_sessions.new_context(req.get("session_id", 0),
-                                             req.get("session_epoch", -1), requested, forgotten)
+    fctx = broker.fetch_sessions.new_context(
+        req.get("session_id", 0), req.get("session_epoch", -1), requested, forgotten,
+        is_follower=_replica_id(req) >= 0, uses_topic_ids=version >= 13)
     plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
     if fctx.error_code:
         return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,

@@ -1,16 +1,26 @@
-"""ListOffsets (key 2), v0-v10.
+"""ListOffsets (key 2), v0-v11.
 
 Special timestamps: -1 latest (high watermark, or the last stable offset for
 read_committed; the log end offset for a replica_id other than -1, as Kafka), -2
-earliest (log start offset), -3 the offset of the max timestamp (v7+), -4 earliest local (= earliest: no tiered storage), -5 latest tiered (v9+: no
-tiered storage, so -1/-1). Any other timestamp: the first offset whose timestamp is
->= it, or -1/-1 when there is none. v0 answers `old_style_offsets` (at most
-`max_num_offsets` of them: the chosen offset).
+earliest (log start offset), -3 the offset of the max timestamp (v7+), -4 earliest
+local (v8+: = earliest, no tiered storage), -5 latest tiered (v9+) and -6 earliest
+pending upload (v11+, KIP-1023): no tiered storage, so -1/-1. Any other negative
+timestamp, or one below its first version, is UNSUPPORTED_VERSION (Kafka 4's
+ReplicaManager.isListOffsetsTimestampUnsupported). Any other timestamp: the first
+offset whose timestamp is >= it, or -1/-1 when there is none. v0 answers
+`old_style_offsets` (at most `max_num_offsets` of them: the chosen offset).
+
+A partition named twice in one request (v1+) answers INVALID_REQUEST for every
+occurrence, as Kafka does.
 """
 from mpbroker.protocol.errors import ErrorCode
 from storage import errors as serr
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
+# the first version that may carry each special timestamp
+MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+               EARLIEST_PENDING_UPLOAD: 11}
 
 
 def lookup(p, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
@@ -24,7 +34,7 @@ def lookup(p, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         off = p.log_start_offset
         return -1, off, p.epoch_for_offset(off)
-    if timestamp == LATEST_TIERED:
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1, -1
     if timestamp == MAX_TIMESTAMP:
         found = p.log.max_timestamp_offset()
@@ -38,11 +48,27 @@ def lookup(p, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
     return ts, off, p.epoch_for_offset(off)
 
 
+def timestamp_unsupported(timestamp: int, version: int) -> bool:
+    return timestamp < 0 and version < MIN_VERSION.get(timestamp, 1 << 15)
+
+
+def _duplicates(req, version: int) -> set:
+    if version < 1:
+        return set()
+    seen, dupes = set(), set()
+    for t in req["topics"]:
+        for rp in t["partitions"]:
+            key = (t["name"], rp["partition_index"])
+            (dupes if key in seen else seen).add(key)
+    return dupes
+
+
 def handle(broker, ctx, req):
     version = ctx.api_version
     isolation = req.get("isolation_level", 0)
     if req.get("replica_id", -1) != -1:
         isolation = -1              # followers see up to the log end (Kafka: no isolation)
+    dupes = _duplicates(req, version)
     topics = []
     for t in req["topics"]:
         parts = []
@@ -52,14 +78,15 @@ def handle(broker, ctx, req):
                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
             p = broker.partition(t["name"], idx)
             cur_epoch = rp.get("current_leader_epoch", -1)
-            if p is None:
+            if (t["name"], idx) in dupes:
+                res["error_code"] = ErrorCode.INVALID_REQUEST
+            elif timestamp_unsupported(rp["timestamp"], version):
+                res["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+            elif p is None:
                 res["error_code"] = broker.partition_error(t["name"], idx)
             elif cur_epoch >= 0 and cur_epoch != p.leader_epoch:
                 res["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if cur_epoch < p.leader_epoch
                                      else ErrorCode.UNKNOWN_LEADER_EPOCH)
-            elif rp["timestamp"] < LATEST_TIERED or (rp["timestamp"] == MAX_TIMESTAMP and version < 7):
-                res["error_code"] = ErrorCode.UNSUPPORTED_VERSION if rp["timestamp"] < 0 and \
-                    rp["timestamp"] >= LATEST_TIERED else ErrorCode.INVALID_REQUEST
             else:
                 try:
                     ts, off, epoch = lookup(p, rp["timestamp"], isolation)

@@ -1,18 +1,31 @@
-"""Metadata (key 3), v0-v12.
+"""Metadata (key 3), v0-v13.
 
-Topics: v0 an empty list means all topics, v1+ null means all. With
-`auto.create.topics.enable` and `allow_auto_topic_creation` (always true before v4),
-unknown topics are created through the controller with `num.partitions` and
-`default.replication.factor`, and answered LEADER_NOT_AVAILABLE while that happens, as
-Kafka does; internal topics are never auto-created this way. Unlike Kafka (which answers
-LEADER_NOT_AVAILABLE and lets the client ask again), the answer waits for the
-controller and carries the created topic, which saves clients a retry round. v10+ may name topics by id
-(name null); an unknown id gets UNKNOWN_TOPIC_ID.
+Topics: v0 an empty list means all topics, v1+ null means all. v10+ may name topics by
+id (name null); an unknown id gets UNKNOWN_TOPIC_ID. v13 adds a top-level error code
+(always 0 here: it only carries REBOOTSTRAP_REQUIRED, KIP-1102).
+
+Auto-creation, as Kafka's ZooKeeper-mode broker (AutoTopicCreationManager with a
+CreateTopics of timeout 0): with `auto.create.topics.enable` and
+`allow_auto_topic_creation` (always true before v4), each requested topic that does
+not exist is created through the controller with `num.partitions` and
+`default.replication.factor`; the internal topics are not (their coordinators create
+them). A name Kafka would refuse answers INVALID_TOPIC_EXCEPTION without asking the
+controller; a creation the controller refuses answers the controller's error (e.g.
+INVALID_REPLICATION_FACTOR with too few brokers); a topic that was created (or
+already exists there) but has not reached this worker's metadata yet answers
+LEADER_NOT_AVAILABLE, so the client asks again. The controller does not wait for
+leaders. Kafka always answers LEADER_NOT_AVAILABLE for a topic it just created (its
+metadata cache learns of it later); here, when the new metadata already reached this
+worker (the embedded controller pushes it to the asking worker before it answers),
+the topic is answered in full instead, which saves the client a round trip. Without
+auto-creation an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION
+for a bad name).
 """
 from mpbroker.protocol.errors import ErrorCode
 from mpbroker.metadata.model import validate_topic_name
 
 ZERO_UUID = bytes(16)
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def topic_entry(broker, topic, version) -> dict:
@@ -38,11 +51,18 @@ def _error_entry(name, error, topic_id=ZERO_UUID) -> dict:
 def handle(broker, ctx, req):
     to_create = _auto_create_names(broker, ctx, req)
     if not to_create:
-        return _response(broker, ctx, req)
+        return _response(broker, ctx, req, {})
 
     async def later():
-        await broker.controller.auto_create_topics(to_create)
-        return _response(broker, ctx, req)
+        specs = [{"name": n, "num_partitions": -1, "replication_factor": -1,
+                  "assignments": {}, "configs": []} for n in to_create]
+        results = await broker.controller.create_topics(specs, False, 0)
+        errors = {}
+        for r in results:
+            code = r["error_code"]
+            errors[r["name"]] = ErrorCode.LEADER_NOT_AVAILABLE \
+                if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS) else code
+        return _response(broker, ctx, req, errors)
     return later()
 
 
@@ -56,17 +76,24 @@ def _auto_create_names(broker, ctx, req) -> list[str]:
     out = []
     for rt in requested:
         name = rt.get("name")
-        if name is None or name in broker.metadata.topics or name.startswith("__"):
-            continue
-        try:
-            validate_topic_name(name)
-        except Exception:
+        if name is None or name in broker.metadata.topics or name in INTERNAL_TOPICS \
+                or name in out or not _valid_name(name):
             continue
         out.append(name)
     return out
 
 
-def _response(broker, ctx, req):
+def _valid_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except Exception:
+        return False
+    return True
+
+
+def _response(broker, ctx, req, create_errors: dict):
+    """The answer from this worker's metadata; `create_errors` is what auto-creation
+    answered for topics that are not (yet) in it."""
     version = ctx.api_version
     md = broker.metadata
     requested = req["topics"]
@@ -85,18 +112,13 @@ def _response(broker, ctx, req):
             t = md.topics.get(name)
             if t is not None:
                 topics.append(topic_entry(broker, t, version))
-                continue
-            try:
-                validate_topic_name(name)
-                valid = True
-            except Exception:
-                valid = False
-            if not valid:
+            elif not _valid_name(name):
                 topics.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             else:
-                topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                topics.append(_error_entry(name, create_errors.get(
+                    name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
     brokers = [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
                for b in md.brokers.values()]
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": md.cluster_id,
             "controller_id": md.controller_id, "topics": topics,
-            "cluster_authorized_operations": -2147483648}
+            "cluster_authorized_operations": -2147483648, "error_code": ErrorCode.NONE}

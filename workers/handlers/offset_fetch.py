@@ -1,7 +1,7 @@
 """OffsetFetch (key 9), v0-v9; v8+ asks for several groups at once, each answered by
 its own coordinator and merged here."""
-import asyncio
 
+from workers.groups import responses
 from workers.handlers._groups import call, coordinator
 
 
@@ -29,5 +29,5 @@ def handle(broker, ctx, req):
         return _multi(broker, ctx, req)
     coord, err = coordinator(broker, req["group_id"])
     if coord is None:
-        return {"throttle_time_ms": 0, "topics": [], "error_code": err}
+        return responses.offset_fetch_error(ctx.api_version, err, req.get("topics"))
     return call(coord.offset_fetch, req, ctx.api_version)

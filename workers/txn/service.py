@@ -39,12 +39,17 @@ KIP-890 part 1: `verify_partitions` answers AddPartitionsToTxn v4 verifyOnly; th
 produce path of the partition owner calls `broker.txn_verifier` (`TxnVerifier` below)
 for a transactional batch whose producer has no open transaction on that partition yet,
 which asks the coordinator (in process, over the mesh, or over a broker connection).
+KIP-890 part 2 (an epoch bump per transaction) is not served: workers/txn/__init__.py.
+
+Error codes are Kafka's newest (PRODUCER_FENCED for a fenced epoch); the handlers turn
+them into what the request version knows (workers/handlers/_txn.py `for_version`).
 """
 from __future__ import annotations
 
 import asyncio
 import inspect
 import logging
+import time
 
 from mpbroker.protocol import api_keys as K
 from mpbroker.protocol.errors import ErrorCode as E
@@ -61,7 +66,10 @@ log = logging.getLogger(__name__)
 
 TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
-LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+LOAD_CHUNK_BYTES = 5 * 1024 * 1024  # Kafka's transaction.state.log.load.buffer.size
+LOAD_RETRY_MIN_MS = 100
+LOAD_RETRY_MAX_MS = 10000
+LOAD_SLICE_MS = 20  # longest stretch of decoding before the load lets requests in
 APPEND_TIMEOUT_MS = 30000
 DEFAULT_ABORT_INTERVAL_MS = 10000
 DEFAULT_REMOVE_INTERVAL_MS = 3600000
@@ -94,6 +102,7 @@ class TxnPartitionState:
         self.txns: dict[str, TransactionMetadata] = {}
         self.loading = True
         self.active = True
+        self.load_task: asyncio.Task | None = None  # the replay (became_coordinator)
 
 
 class _Ctx:
@@ -162,7 +171,7 @@ class TransactionService:
         if len(self._timers) > 8:
             self._timers = self._timers[-4:]
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
 
@@ -171,6 +180,7 @@ class TransactionService:
             if not t.cancelled() and t.exception() is not None:
                 log.error("transaction coordinator task failed", exc_info=t.exception())
         task.add_done_callback(done)
+        return task
 
     def _now(self) -> int:
         return self.broker.clock()
@@ -192,26 +202,26 @@ class TransactionService:
 
     # ------------------------------------------------------------ life cycle
     def became_coordinator(self, partition) -> None:
+        """Load the partition in the background (`_load_and_resume`); its ids answer
+        COORDINATOR_LOAD_IN_PROGRESS until the state is complete."""
         old = self.states.pop(partition.index, None)
         if old is not None:
-            old.active = False
+            self._drop(old)
         ps = TxnPartitionState(partition)
         self.states[partition.index] = ps
-        try:
-            self._load(ps)
-        except Exception:
-            log.exception("loading transaction state of %s-%d", TXN_TOPIC, partition.index)
-        ps.loading = False
-        # Transactions left half-way: finish what the previous coordinator decided.
-        for meta in ps.txns.values():
-            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                self._spawn(self._complete_transaction(ps, meta, meta.state == PREPARE_COMMIT))
+        ps.load_task = self._spawn(self._load_and_resume(ps))
 
     def resigned_coordinator(self, partition) -> None:
         ps = self.states.pop(partition.index, None)
         if ps is not None:
-            ps.active = False
-            ps.txns.clear()
+            self._drop(ps)
+
+    @staticmethod
+    def _drop(ps: TxnPartitionState) -> None:
+        ps.active = False
+        if ps.load_task is not None:
+            ps.load_task.cancel()
+        ps.txns.clear()
 
     def shutdown(self) -> None:
         self._closed = True
@@ -227,39 +237,78 @@ class TransactionService:
         self.states.clear()
         self.markers.close()
 
-    def _load(self, ps: TxnPartitionState) -> None:
+    async def _load_and_resume(self, ps: TxnPartitionState) -> None:
+        """Replay the partition (retried after a backoff while it is still ours: the
+        state is never served half-loaded), then finish the transactions the previous
+        coordinator left in Prepare*. Cancelled when the partition is lost."""
+        backoff_ms = LOAD_RETRY_MIN_MS
+        while True:
+            try:
+                txns = await self._load(ps)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if not self._current(ps):
+                    return
+                log.exception("loading transaction state of %s-%d failed; retrying in %d ms",
+                              TXN_TOPIC, ps.index, backoff_ms)
+                await asyncio.sleep(backoff_ms / 1000)
+                backoff_ms = min(backoff_ms * 2, LOAD_RETRY_MAX_MS)
+        if not self._current(ps):
+            return
+        ps.txns = txns
+        ps.loading = False
+        # Transactions left half-way: finish what the previous coordinator decided.
+        for meta in txns.values():
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                self._spawn(self._complete_transaction(ps, meta, meta.state == PREPARE_COMMIT))
+
+    async def _load(self, ps: TxnPartitionState) -> dict[str, TransactionMetadata]:
+        """The partition's transactions, read in chunks of LOAD_CHUNK_BYTES with the loop
+        free between chunks (and every LOAD_SLICE_MS within one), up to the log end offset
+        of the last check (no await after it, so nothing appended meanwhile is missed)."""
         lg = ps.partition.log
-        offset, end = lg.log_start_offset, lg.log_end_offset
-        txns = ps.txns
-        while offset < end:
+        offset = lg.log_start_offset
+        txns: dict[str, TransactionMetadata] = {}
+        while offset < lg.log_end_offset:
             data = lg.read_records_bytes(offset, LOAD_CHUNK_BYTES)
-            if not data:
-                break
-            last = offset - 1
+            start = offset
+            deadline = time.monotonic() + LOAD_SLICE_MS / 1000
             for batch in iter_batches(memoryview(data), allow_partial_tail=True):
-                last = batch.last_offset
-                if batch.is_control:
+                offset = batch.last_offset + 1
+                if not batch.is_control:
+                    self._load_batch(ps, batch, txns)
+                if time.monotonic() >= deadline:
+                    await asyncio.sleep(0)
+                    deadline = time.monotonic() + LOAD_SLICE_MS / 1000
+            if offset <= start:
+                raise serr.StorageError(f"no batch readable at offset {start} of "
+                                        f"{TXN_TOPIC}-{ps.index} (log end {lg.log_end_offset})")
+            await asyncio.sleep(0)  # let requests in between chunks
+            if not self._current(ps):
+                break               # lost meanwhile: the caller drops what it has
+        return txns
+
+    @staticmethod
+    def _load_batch(ps: TxnPartitionState, batch, txns: dict) -> None:
+        for r in batch.records():
+            if r.key is None:
+                continue
+            try:
+                tid = rec.decode_key(r.key)
+                if r.value is None:
+                    txns.pop(tid, None)
                     continue
-                for r in batch.records():
-                    if r.key is None:
-                        continue
-                    try:
-                        tid = rec.decode_key(r.key)
-                        if r.value is None:
-                            txns.pop(tid, None)
-                            continue
-                        v = rec.decode_value(r.value)
-                    except rec.RecordFormatError as e:
-                        log.warning("%s-%d offset %d: skipping bad record: %s",
-                                    TXN_TOPIC, ps.index, r.offset, e)
-                        continue
-                    if v.state == DEAD:
-                        txns.pop(tid, None)
-                    else:
-                        txns[tid] = TransactionMetadata.from_value(tid, v)
-            if last < offset:
-                break
-            offset = last + 1
+                v = rec.decode_value(r.value)
+            except rec.RecordFormatError as e:
+                log.warning("%s-%d offset %d: skipping bad record: %s",
+                            TXN_TOPIC, ps.index, r.offset, e)
+                continue
+            if v.state == DEAD:
+                txns.pop(tid, None)
+            else:
+                txns[tid] = TransactionMetadata.from_value(tid, v)
 
     # ------------------------------------------------------------ the log
     async def _write(self, ps: TxnPartitionState, meta: TransactionMetadata, transit) -> int:

@@ -55,21 +55,28 @@ class FakeScheduler:
 
 
 class FakeAppender:
-    """Records every append; answers at once with `error` unless `hold` is set."""
+    """Records every append; answers at once with `error` unless `hold` is set. With
+    `refuse` set, refuses the append before writing anything (returns that code and
+    never calls back, as a partition that is no longer led here does)."""
 
     def __init__(self):
         self.batches = []  # [records, txn kwargs, error code once answered]
         self.error = errors.NONE
+        self.refuse = errors.NONE
         self.hold = False
         self.held = []
 
     def __call__(self, records, callback, **txn):
         batch = [list(records), txn, None]
         self.batches.append(batch)
+        if self.refuse:
+            batch[2] = self.refuse
+            return self.refuse
         if self.hold:
             self.held.append((batch, callback))
         else:
             self._answer(batch, callback, self.error)
+        return errors.NONE
 
     @staticmethod
     def _answer(batch, callback, error):

@@ -41,4 +41,6 @@ def test_store_error_mapping():
     assert errors.map_offset_store_error(errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND) == errors.COORDINATOR_NOT_AVAILABLE
     assert errors.map_offset_store_error(errors.NOT_LEADER_OR_FOLLOWER) == errors.NOT_COORDINATOR
     assert errors.map_offset_store_error(errors.RECORD_LIST_TOO_LARGE) == errors.INVALID_COMMIT_OFFSET_SIZE
-    assert errors.map_offset_store_error(errors.REQUEST_TIMED_OUT) == errors.REQUEST_TIMED_OUT
+    assert errors.map_offset_store_error(errors.REQUEST_TIMED_OUT) == errors.COORDINATOR_NOT_AVAILABLE
+    assert errors.map_heartbeat_store_error(errors.REQUEST_TIMED_OUT) == errors.COORDINATOR_NOT_AVAILABLE
+    assert errors.map_heartbeat_store_error(errors.NOT_LEADER_OR_FOLLOWER) == errors.NOT_COORDINATOR

@@ -2,11 +2,12 @@
 
 from workers.groups import errors
 from workers.groups import records as rec
-from workers.groups.coordinator import LoadRecord, TxnMarker
+from workers.groups.coordinator import GroupCoordinator, LoadRecord, TxnMarker
 from workers.groups.partitioner import coordinator_partition
 
 from .harness import (
-    Box, commit, commit_errors, fetch, form_group, heartbeat, join, join_new, leave, make, sync)
+    CONFIG, Box, FakeAppender, FakeClock, FakeScheduler, commit, commit_errors, fetch, form_group,
+    heartbeat, join, join_new, leave, make, sync)
 
 
 def snapshot(coord):
@@ -59,19 +60,26 @@ def test_load_by_replay_equals_state_before():
     assert coord2.groups["g"].state == "PreparingRebalance"  # b never heartbeated again
 
 
-def test_load_in_chunks_and_tombstones():
+def test_load_in_chunks_and_tombstones(caplog):
     coord, *_ = make(loaded=False)
     k = rec.encode_offset_commit_key
     v = lambda off: rec.encode_offset_commit_value(rec.OffsetCommitValue(off, "", 5))
     coord.begin_load()
     coord.load_records([(k("g", "t", 0), v(1)), (k("g", "t", 1), v(2))])
     assert commit_errors(commit(coord, "g", {("t", 0): 3})) == {("t", 0): errors.COORDINATOR_LOAD_IN_PROGRESS}
+    member_key = rec.encode_consumer_group_key(rec.CONSUMER_GROUP_MEMBER_METADATA, "c", "m1")
+    assert rec.decode_key(member_key) == rec.ConsumerGroupKey(5, "c", "m1")  # decoded: version 5
     coord.load_records([(k("g", "t", 0), None), (k("g", "t", 1), v(3)),
                         (rec.encode_group_metadata_key("x"), None),
-                        (b"\x00\x05whatever", b"ignored")])  # a KIP-848 record type: skipped
+                        (b"\x00\x63" + b"later", b"ignored"),  # key version 99: skipped
+                        (member_key, b"\x00\x00garbage")])    # unreadable value: skipped
     coord.finish_load()
+    assert "unknown key version 99" in caplog.text
+    assert "skipping unreadable record" in caplog.text
+    # neither cost anything else: g keeps its offsets, and no group c appears
     assert fetch(coord, "g", None)[1] == {("t", 1): (3, -1, "", 0)}
     assert coord.groups["g"].state == "Empty" and coord.groups["g"].protocol_type is None
+    assert set(coord.groups) == {"g"}
 
 
 def test_load_transactional_offsets():
@@ -100,6 +108,10 @@ def test_requests_while_loading():
     assert sync(coord, "g", "m", 1).value["error_code"] == errors.REBALANCE_IN_PROGRESS
     assert fetch(coord, "g", [("t", 0)])[0] == errors.COORDINATOR_LOAD_IN_PROGRESS
     assert fetch(coord, "g", [("t", 0)], version=1)[1] == {("t", 0): (-1, -1, "", errors.COORDINATOR_LOAD_IN_PROGRESS)}
+    # v2-v7: the top-level error, and on each requested partition too (aiokafka reads only those)
+    assert fetch(coord, "g", [("t", 0)], version=3) == (
+        errors.COORDINATOR_LOAD_IN_PROGRESS, {("t", 0): (-1, -1, "", errors.COORDINATOR_LOAD_IN_PROGRESS)})
+    assert fetch(coord, "g", None, version=7) == (errors.COORDINATOR_LOAD_IN_PROGRESS, {})
     assert fetch(coord, "g", [("t", 0)], version=8)[0] == errors.COORDINATOR_LOAD_IN_PROGRESS
     assert coord.list_groups()[0] == errors.COORDINATOR_LOAD_IN_PROGRESS
     assert coord.describe_groups(["g"], 1)[0]["error_code"] == errors.COORDINATOR_LOAD_IN_PROGRESS
@@ -144,6 +156,20 @@ def test_group_of_another_partition_is_not_ours():
     other = next(f"g{i}" for i in range(1000) if coordinator_partition(f"g{i}", 50) != 0)
     assert join(coord, group=other).value["error_code"] == errors.NOT_COORDINATOR
     assert join(coord, group=mine).value["error_code"] == errors.MEMBER_ID_REQUIRED
+
+
+def test_partition_count_is_read_at_every_check():
+    """Cluster mode: a worker's metadata may list the offsets topic's partitions one by
+    one; a coordinator created while it knew 3 of 50 must not refuse its groups forever."""
+    cfg = dict(CONFIG, **{"offsets.topic.num.partitions": 3})
+    clock = FakeClock()
+    coord = GroupCoordinator(2, cfg, clock, FakeScheduler(clock), FakeAppender())
+    coord.load([])
+    g = next(f"g{i}" for i in range(1000)
+             if coordinator_partition(f"g{i}", 50) == 2 and coordinator_partition(f"g{i}", 3) != 2)
+    assert join(coord, group=g).value["error_code"] == errors.NOT_COORDINATOR
+    cfg["offsets.topic.num.partitions"] = 50  # the rest of the metadata arrived
+    assert join(coord, group=g).value["error_code"] == errors.MEMBER_ID_REQUIRED
 
 
 def test_loaded_group_over_capacity_rebalances():

@@ -49,11 +49,23 @@ async def settle(b):
             return
 
 
+async def loaded(b):
+    """Wait for the coordinators' background loads (they start when a partition of an
+    internal topic becomes ours; requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS)."""
+    for _ in range(400):
+        if not any(ps.loading for ps in b.transactions.states.values()) and \
+                not b.groups.loading():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("coordinator loads did not finish")
+
+
 async def setup(b, ctl, topic="t", partitions=2):
     await ctl.ensure_internal_topic("__transaction_state")
     await ctl.create_topics([{"name": topic, "num_partitions": partitions,
                               "replication_factor": 1, "assignments": [], "configs": {}}],
                             False, 1000)
+    await loaded(b)
 
 
 async def init(b, tid, timeout_ms=60000):
@@ -111,6 +123,7 @@ def test_commit_writes_markers_and_survives_restart(tmp_path):
     async def second():
         b, ctl = make_broker(tmp_path, clock)
         txn = b.transactions
+        await loaded(b)
         d = txn.describe("a")
         assert (d["transaction_state"], d["producer_id"], d["producer_epoch"]) == \
             ("CompleteCommit", pid, 0)
@@ -173,6 +186,7 @@ def test_transactional_id_expiration(tmp_path):
         assert txn.describe("busy")["transaction_state"] == "Ongoing"
         b.shutdown()
         b2, _ = make_broker(tmp_path, clock, **{"transactional.id.expiration.ms": 5000})
+        await loaded(b2)
         assert b2.transactions.describe("old")["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND
         assert b2.transactions.describe("busy")["transaction_state"] == "Ongoing"
         # the tombstone is in the log, with Kafka's key
