@@ -36,3 +36,43 @@ def coordinator(broker, group_id: str):
     if coord is None:
         return None, ErrorCode.NOT_COORDINATOR
     return coord, ErrorCode.NONE
+
+
+def _exists(broker, name: str, index: int) -> bool:
+    t = broker.metadata.topics.get(name)
+    return t is not None and index in t.partitions
+
+
+def call_for_known_partitions(broker, method, req, version: int):
+    """OffsetCommit / OffsetDelete as Kafka's KafkaApis: partitions of topics (or indexes)
+    that do not exist answer UNKNOWN_TOPIC_OR_PARTITION and never reach the coordinator
+    `method`; the rest does, and the answers are merged back in request order. A
+    group-level error in the coordinator's answer (`error_code`) is kept as it is."""
+    topics = req.get("topics") or []
+    known = []
+    for t in topics:
+        parts = [p for p in t["partitions"] if _exists(broker, t["name"], p["partition_index"])]
+        if parts:
+            known.append({**t, "partitions": parts})
+    result = call(method, {**req, "topics": known}, version)
+    if sum(len(t["partitions"]) for t in known) == sum(len(t["partitions"]) for t in topics):
+        return result
+
+    def merge(resp):
+        if resp.get("error_code"):
+            return resp
+        codes = {(t["name"], p["partition_index"]): p["error_code"]
+                 for t in resp.get("topics", []) for p in t["partitions"]}
+        resp["topics"] = [{"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"],
+             "error_code": codes.get((t["name"], p["partition_index"]),
+                                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+            for p in t["partitions"]]} for t in topics]
+        return resp
+
+    if isinstance(result, dict):
+        return merge(result)
+
+    async def later():
+        return merge(await result)
+    return later()
