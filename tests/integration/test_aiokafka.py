@@ -8,12 +8,14 @@ coroutine under asyncio.run with an overall timeout (no pytest-asyncio needed).
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from tests.integration import mixed_records
 from tests.integration.broker import wait_for_topic
 
 TIMEOUT_S = 60
@@ -33,10 +35,10 @@ async def produce(bootstrap, topic, records, **kw):
         await p.stop()
 
 
-async def consume(bootstrap, topic, partitions, n, timeout_s=20.0, extra_s=0.0):
+async def consume(bootstrap, topic, partitions, n, timeout_s=20.0, extra_s=0.0, **kw):
     """n records from the beginning; then extra_s more seconds to catch any surplus."""
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                         auto_offset_reset="earliest", request_timeout_ms=30000)
+                         auto_offset_reset="earliest", request_timeout_ms=30000, **kw)
     await c.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -55,6 +57,34 @@ async def consume(bootstrap, topic, partitions, n, timeout_s=20.0, extra_s=0.0):
         return out
     finally:
         await c.stop()
+
+
+@pytest.mark.slow
+def test_produce_consume_10k_mixed_records(broker, make_topic):
+    partitions = 3
+    topic = make_topic(partitions=partitions)
+    base_ts = int(time.time() * 1000) - 3_600_000
+    expected = mixed_records.mixed(10_000, base_ts, partitions)
+
+    async def produce_all():
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000, linger_ms=5,
+                             max_request_size=2_000_000, max_batch_size=1_000_000)
+        await p.start()
+        try:
+            futs = [await p.send(topic, key=r.key, value=r.value, headers=r.headers, timestamp_ms=r.timestamp,
+                                 partition=r.partition) for r in expected]
+            futs.append(await p.send(topic, key=mixed_records.BIG_KEY, value=mixed_records.big_value(),
+                                     partition=0))
+            for f in futs:
+                await f
+        finally:
+            await p.stop()
+    run(produce_all())
+    recs = run(consume(broker.bootstrap, topic, partitions, len(expected) + 1, timeout_s=50, extra_s=1.0,
+                       fetch_max_bytes=52_428_800, max_partition_fetch_bytes=2_000_000))
+    assert all(r.timestamp_type == 0 for r in recs)      # CreateTime
+    mixed_records.check([mixed_records.Received(r.partition, r.offset, r.key, r.value, list(r.headers),
+                                                r.timestamp) for r in recs], expected, base_ts)
 
 
 def test_round_trip(broker, make_topic):

@@ -18,6 +18,7 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_CREATE_TIME
 from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec, ResourceType)
 
+from tests.integration import mixed_records
 from tests.integration.broker import (DeliveryTracker, admin, assign_from_beginning, consume, consumer, flush,
                                       producer, wait_for_topic)
 
@@ -204,68 +205,35 @@ def test_list_offsets_by_timestamp(broker, make_topic):
 
 # ---------------------------------------------------------------- produce and consume
 
-BIG_VALUE_SIZE = 1048588 - 512  # message.max.bytes default minus batch and record overhead
-
-
 @pytest.mark.slow
 def test_produce_consume_10k_keyed_records(broker, make_topic):
     partitions = 3
     topic = make_topic(partitions=partitions)
-    n = 10_000
     base_ts = int(time.time() * 1000) - 3_600_000
+    expected = mixed_records.mixed(10_000, base_ts, partitions)
     p = producer(broker.bootstrap, **{"message.max.bytes": 2_000_000, "batch.size": 1_000_000,
                                       "compression.type": "none"})
     dt = DeliveryTracker()
-    expected = {}
-    for i in range(n):
-        key = None if i % 10 == 0 else b"key-%d" % (i % 97)
-        value = b"" if i % 13 == 0 else b"value-%06d-" % i + bytes(i % 50)
-        headers = [("idx", str(i).encode()), ("h2", b"")] if i % 2 else None
-        part = i % partitions if key is None else None
-        ts = base_ts + i
-        p.produce(topic, key=key, value=value, headers=headers, timestamp=ts, partition=part if part is not None
-                  else -1, on_delivery=dt)
-        expected[i] = (key, value, headers, ts)
+    for i, r in enumerate(expected):
+        p.produce(topic, key=r.key, value=r.value, headers=r.headers, timestamp=r.timestamp,
+                  partition=-1 if r.partition is None else r.partition, on_delivery=dt)
         if i % 1000 == 0:
             p.poll(0)
-    big = bytes(range(256)) * (BIG_VALUE_SIZE // 256)
-    p.produce(topic, key=b"big", value=big, partition=0, on_delivery=dt)
+    p.produce(topic, key=mixed_records.BIG_KEY, value=mixed_records.big_value(), partition=0, on_delivery=dt)
     flush(p, 60)
     assert not dt.errors, dt.errors[:3]
-    assert len(dt.delivered) == n + 1
+    assert len(dt.delivered) == len(expected) + 1
 
     c = consumer(broker.bootstrap, **{"fetch.max.bytes": 52_428_800})
     try:
         assign_from_beginning(c, topic, partitions)
-        msgs = consume(c, n + 1, timeout=90)
+        msgs = consume(c, len(expected) + 1, timeout=90)
     finally:
         c.close()
-    assert len(msgs) == n + 1
-    seen_big = False
-    last_offset, last_idx = {}, {}
     for m in msgs:
-        part, off = m.partition(), m.offset()
-        assert off == last_offset.get(part, -1) + 1, "offsets are dense and in order per partition"
-        last_offset[part] = off
-        if m.key() == b"big":
-            assert m.value() == big
-            seen_big = True
-            continue
-        # value encodes the index unless empty; the timestamp always does
-        kind, ts = m.timestamp()
-        assert kind == TIMESTAMP_CREATE_TIME
-        i = ts - base_ts
-        key, value, headers, _ = expected.pop(i)
-        assert m.key() == key
-        assert (m.value() or b"") == value
-        got_headers = m.headers()
-        if headers is None:
-            assert not got_headers
-        else:
-            assert got_headers == headers
-        assert i > last_idx.get(part, -1), "producer order is kept per partition"
-        last_idx[part] = i
-    assert seen_big and not expected
+        assert m.timestamp()[0] == TIMESTAMP_CREATE_TIME
+    mixed_records.check([mixed_records.Received(m.partition(), m.offset(), m.key(), m.value(), m.headers() or [],
+                                                m.timestamp()[1]) for m in msgs], expected, base_ts)
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])

@@ -19,6 +19,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTo
 from kafka.errors import (InvalidPartitionsError, TopicAlreadyExistsError,
                           UnknownTopicOrPartitionError)
 
+from tests.integration import mixed_records
 from tests.integration.broker import DropResponseProxy, free_port, wait_for_topic
 
 TIMEOUT_MS = 30_000
@@ -77,6 +78,32 @@ def test_default_producer_is_idempotent_and_round_trips(broker, make_topic):
     for rows in by_part.values():
         assert [o for o, _ in rows] == list(range(len(rows)))
         assert [i for _, i in rows] == sorted(i for _, i in rows)
+
+
+@pytest.mark.slow
+def test_produce_consume_10k_mixed_records(broker, make_topic):
+    partitions = 3
+    topic = make_topic(partitions=partitions)
+    base_ts = int(time.time() * 1000) - 3_600_000
+    expected = mixed_records.mixed(10_000, base_ts, partitions)
+    p = kp_producer(broker.bootstrap, linger_ms=5, max_request_size=2_000_000, batch_size=1_000_000)
+    futures = [p.send(topic, key=r.key, value=r.value, headers=r.headers, timestamp_ms=r.timestamp,
+                      partition=r.partition) for r in expected]
+    futures.append(p.send(topic, key=mixed_records.BIG_KEY, value=mixed_records.big_value(), partition=0))
+    p.flush(timeout=60)
+    for f in futures:
+        f.get(timeout=30)
+    p.close(timeout=10)
+
+    c = kp_consumer(broker.bootstrap, fetch_max_bytes=52_428_800, max_partition_fetch_bytes=2_000_000)
+    c.assign([TopicPartition(topic, i) for i in range(partitions)])
+    c.seek_to_beginning()
+    recs = read_all(c, len(expected) + 1, timeout=90)
+    recs += read_all(c, 1, timeout=1.5)  # one more than sent: catches duplicates
+    c.close()
+    assert all(r.timestamp_type == 0 for r in recs)      # CreateTime
+    mixed_records.check([mixed_records.Received(r.partition, r.offset, r.key, r.value, list(r.headers),
+                                                r.timestamp) for r in recs], expected, base_ts)
 
 
 def test_forced_retry_is_not_duplicated(fresh_broker, topic_name):

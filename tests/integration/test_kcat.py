@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from tests.integration.broker import producer, flush, DeliveryTracker
+from tests.integration import mixed_records
+from tests.integration.broker import DeliveryTracker, flush, producer
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 
@@ -107,3 +108,89 @@ def test_consume_offsets_and_count(broker, make_topic):
     assert out.split() == ["m17", "m18", "m19"]
     out = kcat(broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-c", "4", "-f", "%s\n")
     assert out.stdout.decode().split() == ["m0", "m1", "m2", "m3"]
+
+
+def _parse_records(out: bytes) -> list[mixed_records.Received]:
+    """Records printed with KCAT_FORMAT: lengths first, so keys and values may hold any
+    byte, the separators included."""
+    recs, pos = [], 0
+
+    def field(end: bytes) -> bytes:
+        nonlocal pos
+        i = out.index(end, pos)
+        v, pos = out[pos:i], i + 1
+        return v
+
+    def sized(n: int) -> bytes | None:
+        nonlocal pos
+        if n < 0:
+            pos += 1
+            return None
+        v, pos = out[pos:pos + n], pos + n + 1
+        return v
+    while pos < len(out):
+        part, off = int(field(b"\x1f")), int(field(b"\x1f"))
+        key = sized(int(field(b"\x1f")))
+        value = sized(int(field(b"\x1f")))
+        hdrs = field(b"\x1f").decode()
+        ts = int(field(b"\x1e"))
+        headers = [(k, v.encode()) for k, _, v in (h.partition("=") for h in hdrs.split(","))] if hdrs else []
+        recs.append(mixed_records.Received(part, off, key, value, headers, ts))
+    return recs
+
+
+KCAT_FORMAT = "%p\x1f%o\x1f%K\x1f%k\x1f%S\x1f%s\x1f%h\x1f%T\x1e"
+
+
+@pytest.mark.slow
+def test_consume_10k_mixed_records(broker, make_topic):
+    """kcat reads the everyday set (null keys, empty values, headers, CreateTime, a value
+    near message.max.bytes) that confluent-kafka produced."""
+    partitions = 3
+    topic = make_topic(partitions=partitions)
+    base_ts = int(time.time() * 1000) - 3_600_000
+    expected = mixed_records.mixed(10_000, base_ts, partitions)
+    p, dt = producer(broker.bootstrap, **{"message.max.bytes": 2_000_000}), DeliveryTracker()
+    for i, r in enumerate(expected):
+        p.produce(topic, key=r.key, value=r.value, headers=r.headers, timestamp=r.timestamp,
+                  partition=-1 if r.partition is None else r.partition, on_delivery=dt)
+        if i % 1000 == 0:
+            p.poll(0)
+    p.produce(topic, key=mixed_records.BIG_KEY, value=mixed_records.big_value(), partition=0, on_delivery=dt)
+    flush(p, 60)
+    assert not dt.errors
+    out = kcat(broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", KCAT_FORMAT,
+               "-X", "fetch.message.max.bytes=2000000").stdout
+    mixed_records.check(_parse_records(out), expected, base_ts)
+
+
+@pytest.mark.slow
+def test_produce_10k_keyed_lines(broker, make_topic):
+    """kcat as the producer: 10k keyed lines (empty keys sent as null with -Z) with
+    headers, and one value near message.max.bytes, read back by kcat itself."""
+    topic = make_topic(partitions=3)
+    lines = [(b"" if i % 10 == 0 else b"key-%d" % (i % 97), b"value-%06d" % i) for i in range(10_000)]
+    data = b"".join(k + b":" + v + b"\n" for k, v in lines)
+    big = b"x" * mixed_records.BIG_VALUE_SIZE
+    before = int(time.time() * 1000)
+    kcat(broker.bootstrap, "-P", "-t", topic, "-K:", "-Z", "-H", "src=kcat", "-X", "message.max.bytes=2000000",
+         "-X", "linger.ms=20", input=data + b"big:" + big + b"\n")
+    got = _parse_records(kcat(broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", KCAT_FORMAT,
+                              "-X", "fetch.message.max.bytes=2000000").stdout)
+    assert len(got) == len(lines) + 1
+    by_value = {r.value: r for r in got}
+    assert by_value[big].key == b"big"
+    for i, (k, v) in enumerate(lines):
+        r = by_value.pop(v)
+        assert r.key == (k or None) and r.headers == [("src", b"kcat")], (i, r)
+        assert r.timestamp >= before - 1000
+    # the partitioner keeps one key on one partition, and producer order per partition
+    parts: dict[bytes, set] = {}
+    for r in got:
+        if r.key is not None:
+            parts.setdefault(r.key, set()).add(r.partition)
+    assert all(len(s) == 1 for s in parts.values())
+    for part in range(3):
+        seq = [int(r.value[6:]) for r in sorted(got, key=lambda r: r.offset)
+               if r.partition == part and r.key != b"big"]
+        assert seq == sorted(seq)
