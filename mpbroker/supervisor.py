@@ -340,7 +340,7 @@ async def heartbeat_loop(table: HeartbeatTable, slot: int, interval_s: float,
 # ============================================================================ controller side
 RPC_METHODS = frozenset({
     "create_topics", "delete_topics", "create_partitions", "alter_configs",
-    "allocate_producer_id", "ensure_internal_topic", "auto_create_topics", "register_broker",
+    "allocate_producer_id", "ensure_internal_topic", "register_broker",
     "alter_partition", "elect_leaders", "controlled_shutdown",
     "alter_partition_reassignments", "list_partition_reassignments", "controller_request",
 })
@@ -511,9 +511,9 @@ def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, i
 class ControllerClient:
     """The worker's `broker.controller`: the EmbeddedController's worker-facing API over
     the channel. `metadata()` and `broker_config()` answer from the copies the controller
-    pushes; the coroutine methods are RPCs; `ensure_internal_topic` and
-    `auto_create_topics`, which handlers call without await, are RPCs that block the
-    worker's loop until the answer (and the metadata push before it) arrived."""
+    pushes; the coroutine methods are RPCs; `ensure_internal_topic`, which handlers call
+    without await, is an RPC that blocks the worker's loop until the answer (and the
+    metadata push before it) arrived."""
 
     def __init__(self, sock: socket.socket):
         self.link = Link(sock, self._on_message, self._on_close)
@@ -619,9 +619,6 @@ class ControllerClient:
 
     async def ensure_internal_topic(self, name: str) -> None:
         await self._call("ensure_internal_topic", (name,))
-
-    async def auto_create_topics(self, names: list[str]) -> None:
-        await self._call("auto_create_topics", (list(names),))
 
     async def create_topics(self, specs, validate_only, timeout_ms):
         return await self._call("create_topics", (specs, validate_only, timeout_ms))

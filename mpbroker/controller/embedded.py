@@ -151,18 +151,6 @@ class EmbeddedController:
                  "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
                 for e in entries]
 
-    async def auto_create_topics(self, names: list[str]) -> None:
-        md = self.md
-        for name in names:
-            if name in md.topics:
-                continue
-            try:
-                md = model.create_topic(md, name, **self._topic_defaults())
-            except (MetadataError, configmod.ConfigError) as e:
-                log.info("auto-creating %s failed: %s", name, e)
-        if md is not self.md:
-            self._commit(md)
-
     async def ensure_internal_topic(self, name: str) -> None:
         """__consumer_offsets / __transaction_state, created on first use as Kafka does."""
         if name in self.md.topics:

@@ -1413,21 +1413,6 @@ class ZkController(EmbeddedController):
                     res["error_message"] = "Timed out waiting for the topic's partitions to get leaders."
         return results
 
-    async def auto_create_topics(self, names) -> None:
-        md = self._view_for_create()
-        created = {}
-        for name in names:
-            if name in md.topics:
-                continue
-            try:
-                md = model.create_topic(md, name, **self._topic_defaults())
-                await self._write_topic(name, md.topics[name])
-                created[name] = len(md.topics[name].partitions)
-            except (MetadataError, configmod.ConfigError, NodeExistsError) as e:
-                log.info("auto-creating %s: %s", name, e)
-        if created:
-            await self._wait_visible(created, 10000)
-
     async def ensure_internal_topic(self, name: str) -> None:
         """Created on first use with the configured replication factor; while fewer brokers
         are alive than that, nothing is created (FindCoordinator answers
