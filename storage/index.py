@@ -21,7 +21,9 @@ and the caller scans batch headers forward from there (at most about one interva
   max timestamp, so a scan for the first batch with max timestamp >= ts starts there.
 
 Lifecycle: the file of the active segment is preallocated to `segment.index.bytes`
-(rounded down to whole entries) and mmap'd writable; when the segment rolls or the log
+(rounded down to whole entries) and mmap'd for reading; entries are written with
+`pwrite` (the first write fault in a new file's shared map costs milliseconds on this
+project's machines, a pwrite microseconds: storage/segment.py has the figures); when the segment rolls or the log
 closes it is trimmed to the bytes in use (`trim_to_valid_size`), so an inactive index
 file's length says how many entries it holds.  After a crash the active index may
 carry a preallocated zero tail; `open` drops trailing all-zero entries (no real entry
@@ -96,8 +98,7 @@ class _MmapIndex:
         self._length = length
         self._max_entries = length // self.ENTRY_SIZE
         if length > 0:
-            access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-            self._mm = mmap.mmap(self._fd, length, access=access)
+            self._mm = mmap.mmap(self._fd, length, access=mmap.ACCESS_READ)
 
     def _count_entries(self, length: int) -> int:
         """Entries in an existing file: whole entries, minus a zero tail left by a crash."""
@@ -164,8 +165,13 @@ class _MmapIndex:
         if self._mm is not None and self.writable and n < self._entries:
             # zero the dropped entries so that a crash cannot resurrect them
             start, end = n * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
-            self._mm[start:end] = bytes(end - start)
+            os.pwrite(self._fd, bytes(end - start), start)
         self._entries = n
+
+    def _put(self, entry: bytes) -> None:
+        """Write the next entry (pwrite, not through the map: see the module docstring)."""
+        os.pwrite(self._fd, entry, self._entries * self.ENTRY_SIZE)
+        self._entries += 1
 
     def reset(self) -> None:
         """Drop every entry and preallocate again (before a rebuild)."""
@@ -188,9 +194,7 @@ class _MmapIndex:
         self.resize(self.size_bytes)
 
     def flush(self) -> None:
-        if self._mm is not None and self.writable:
-            self._mm.flush()
-        if self.writable:
+        if self.writable:           # entries are pwrites: nothing to msync
             os.fsync(self._fd)
 
     def close(self, trim: bool = True) -> None:
@@ -264,8 +268,7 @@ class OffsetIndex(_MmapIndex):
                     f"index entry ({offset}, {position}) not after ({last_off}, {last_pos})"
                     f" in {self.path}")
         self._check_room()
-        self._S.pack_into(self._mm, self._entries * 8, rel, position)
-        self._entries += 1
+        self._put(self._S.pack(rel, position))
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= `offset`."""
@@ -367,8 +370,7 @@ class TimeIndex(_MmapIndex):
             # same batch, larger timestamp (a roll re-appending): replace the entry
             self._entries -= 1
         self._check_room(skip_full_check)
-        self._S.pack_into(self._mm, self._entries * 12, timestamp, offset - self.base_offset)
-        self._entries += 1
+        self._put(self._S.pack(timestamp, offset - self.base_offset))
         return True
 
     def truncate_to(self, offset: int) -> None:

@@ -482,6 +482,9 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """LSO: read_committed consumers read below it; min(first unstable, HW)."""
+        ps = self.producer_state
+        if not ps.ongoing_txns and not ps.unreplicated_txns:
+            return self.high_watermark      # no transaction: every fetch asks, keep it cheap
         f = self.first_unstable_offset
         return self.high_watermark if f is None else min(f, self.high_watermark)
 

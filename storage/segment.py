@@ -15,17 +15,21 @@ Who writes: only the owning worker, through this class.  Other processes read th
 `.log` file by path with `sendfile`, bounded by the `FileSlice`s the owner handed out.
 
 Active segment: the `.log` file is sized to `capacity` (`ftruncate`, normally
-`segment.bytes`) and mmap'd writable; an append is one copy into the map at `size`,
-or, from `PWRITE_MIN_BYTES` on, one `pwrite` at `size` into the same file pages (the
-page cache is shared with the map, so both see the same bytes).  Why both: a copy
-into the map faults and later writes back 4 KiB pages one by one, while a large
-pwrite gets large page-cache folios: 1 MiB appends measured 1013 MB/s through the map
-and 1819 MB/s with pwrite (128 KiB: 622 vs 1186; 16-64 KiB equal within noise; 1 KiB
-better through the map, no syscall), loadtest/bench_storage.py's append, Linux 6.18,
-ext4.  Bytes past `size` are zeros (or, after a crash, a torn tail); `size` is the
-source of truth in memory.  When the segment rolls or the log closes, the file and
-the indexes are trimmed to their real size, so an inactive segment's file length is
-its size.
+`segment.bytes`) and mmap'd; an append is one `pwrite` at `size`, into the same
+page-cache pages the map shows, and reads (header scans, recovery, down-conversion)
+go through the map.  Why not a copy into a writable map: on this project's machines
+(Linux 6.18, ext4) the first write fault in a newly created file's shared map costs
+2-20 ms (the first `pwrite` 5-15 us), so a worker that creates or rolls many
+segments at once (a 100-partition topic's first records) stalled its event loop for
+seconds: 100 new partitions x 50 appends took 0.60-0.74 s through the map and 0.08 s
+with pwrite (indexes too, storage/index.py).  Large appends also win (1 MiB: 1,013
+MB/s through the map, 1,819 with pwrite: large page-cache folios); small appends to
+one long-lived segment lose a little (A/B interleaved, 64 MiB of appends: 1 KiB 0.27x
+vs 0.33x of raw writes, 16 KiB 0.73x vs 0.80x), a price paid for the absence of
+multi-second stalls.  Bytes past `size` are zeros (or, after a crash, a torn tail);
+`size` is the source of truth in memory.  When the segment rolls or the log closes,
+the file and the indexes are trimmed to their real size, so an inactive segment's
+file length is its size.
 
 Preallocation.  The ftruncate alone leaves the file sparse: every first write to a
 page then allocates disk blocks (in the page fault, or in the pwrite).  So appends
@@ -38,10 +42,9 @@ interleaved): +8% for 16 KiB and 1 MiB appends through the map (823 -> 890, 1183
 zeros, so recovery cuts them like any zero tail, and the trim at roll/close frees
 them.  A filesystem that cannot (EOPNOTSUPP, EINVAL, ...) leaves the segment sparse,
 silently; a full disk (ENOSPC even for the bytes of this append) refuses the append
-with KAFKA_STORAGE_ERROR instead of a SIGBUS on the map later.  The `.index` /
-`.timeindex` stay sparse: with `index.interval.bytes`=4096 one index page is first
-touched per ~2 MiB of log, too rare to be worth 2 x `segment.index.bytes` of
-reserved disk per partition.
+with KAFKA_STORAGE_ERROR.  The `.index` / `.timeindex` stay sparse: with
+`index.interval.bytes`=4096 one index page is first written per ~2 MiB of log, too
+rare to be worth 2 x `segment.index.bytes` of reserved disk per partition.
 
 Recovery (`recover`) walks the batches from position 0: framing, magic 2, CRC-32C,
 offsets strictly increasing and within the int32 relative range; the first batch that
@@ -81,7 +84,6 @@ _LOD = struct.Struct(">i")                # last_offset_delta at byte 23
 _MAXTS = struct.Struct(">q")              # max_timestamp at byte 35
 PREALLOCATE_STEP = 16 * 1024 * 1024       # most disk reserved ahead of the active end
 PREALLOCATE_MIN_STEP = 256 * 1024         # least (a segment's first appends)
-PWRITE_MIN_BYTES = 64 * 1024              # appends this large use pwrite, not the map
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -139,7 +141,7 @@ class LogSegment:
         st = os.fstat(self.fd)
         self.size = st.st_size if existed else 0
         self.file_id = (st.st_dev, st.st_ino)    # in every FileSlice (storage/slices.py)
-        self._wmm = None            # writable map (active)
+        self._amm = None            # map of the whole capacity (active; written by pwrite)
         self._allocated = 0         # active: file bytes with disk blocks reserved
         self._rmm = None            # read-only map (inactive), of `_rmm_len` bytes
         self._rmm_len = 0
@@ -185,8 +187,8 @@ class LogSegment:
         self.capacity = max(capacity, self.size)
         if os.fstat(self.fd).st_size != self.capacity:
             os.ftruncate(self.fd, self.capacity)
-        _close_map(self._wmm)
-        self._wmm = mmap.mmap(self.fd, self.capacity, access=mmap.ACCESS_WRITE) \
+        _close_map(self._amm)
+        self._amm = mmap.mmap(self.fd, self.capacity, access=mmap.ACCESS_READ) \
             if self.capacity else None
         self._allocated = self.size     # blocks below size hold data; reserve on append
         self.index.resize(self.max_index_size)
@@ -200,8 +202,8 @@ class LogSegment:
                                          skip_full_check=True)
         self.index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        _close_map(self._wmm)
-        self._wmm = None
+        _close_map(self._amm)
+        self._amm = None
         os.ftruncate(self.fd, self.size)        # also frees the blocks reserved ahead
         self.capacity = self._allocated = self.size
         self.active = False
@@ -210,8 +212,8 @@ class LogSegment:
 
     def _map(self):
         """A map covering [0, size): the write map when active, else a read-only one."""
-        if self._wmm is not None:
-            return self._wmm
+        if self._amm is not None:
+            return self._amm
         if self.size == 0:
             return None
         if self._rmm is None or self._rmm_len != self.size:
@@ -328,10 +330,7 @@ class LogSegment:
             self._preallocate(position + n)
         if position == 0:
             self._rolling_ts = largest_timestamp if self._rolling_ts is None else self._rolling_ts
-        if n < PWRITE_MIN_BYTES:
-            self._wmm[position:position + n] = records
-        else:
-            self._pwrite(records, position)
+        self._pwrite(records, position)
         self.size = position + n
         if largest_timestamp > self.max_timestamp_so_far:
             self.max_timestamp_so_far = largest_timestamp
@@ -505,8 +504,8 @@ class LogSegment:
         """Drop everything past `valid` (zeros, not stale bytes, if re-extended later)."""
         self._drop_read_map()
         was_active = self.active
-        _close_map(self._wmm)
-        self._wmm = None
+        _close_map(self._amm)
+        self._amm = None
         os.ftruncate(self.fd, valid)
         self.size = valid
         self.active = False
@@ -532,9 +531,7 @@ class LogSegment:
     # -- durability and lifecycle -----------------------------------------------------
 
     def flush(self) -> None:
-        if self._wmm is not None:
-            self._wmm.flush()
-        os.fsync(self.fd)
+        os.fsync(self.fd)           # appends are pwrites: nothing to msync
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -559,8 +556,8 @@ class LogSegment:
         """Release maps and fds without trimming (tests: a crash as files see it)."""
         if self.fd < 0:
             return
-        _close_map(self._wmm)
-        self._wmm = None
+        _close_map(self._amm)
+        self._amm = None
         self._drop_read_map()
         self.index.close(trim=False)
         self.time_index.close(trim=False)

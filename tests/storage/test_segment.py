@@ -90,14 +90,14 @@ def test_recover_cuts_torn_tail_and_rebuilds_indexes(tmp_path):
     batches = fill(seg, 40)
     entries = seg.index.all_entries()
     good_size = seg.size
-    seg._wmm[good_size:good_size + 30] = batches[0][1][:30]       # torn next batch
+    os.pwrite(seg.fd, batches[0][1][:30], good_size)              # torn next batch
     assert seg.recover() == (1 << 16) - good_size
     assert seg.size == good_size and seg.index.all_entries() == entries
     assert os.path.getsize(seg.log_path) == 1 << 16                 # still preallocated
     check_offsets_increasing(seg)
     # flip a byte in the middle: everything from that batch on is gone
     mid = sum(len(d) for _, d in batches[:20]) + 30
-    seg._wmm[mid] ^= 0xFF
+    os.pwrite(seg.fd, bytes([os.pread(seg.fd, 1, mid)[0] ^ 0xFF]), mid)
     seg.recover()
     assert seg.read_next_offset() == 140 and seg.size == mid - 30
 
@@ -107,7 +107,7 @@ def test_recover_rejects_offsets_going_backwards(tmp_path):
     fill(seg, 2)
     data = mk_batch(101)                                # overlaps offsets 100-101... base 101
     pos = seg.size
-    seg._wmm[pos:pos + len(data)] = data
+    os.pwrite(seg.fd, data, pos)
     seg.recover()
     assert seg.size == pos
 
@@ -245,18 +245,20 @@ def test_preallocation_falls_back_or_refuses(tmp_path, monkeypatch):
     seg.close()
 
 
-def test_large_appends_by_pwrite_and_small_by_map_read_back_alike(tmp_path, monkeypatch):
-    monkeypatch.setattr(segment_mod, "PWRITE_MIN_BYTES", 300)
+def test_appends_are_pwrites_that_the_map_and_recovery_read_back(tmp_path, monkeypatch):
     writes = []
     real_pwrite = os.pwrite
-    monkeypatch.setattr(os, "pwrite", lambda fd, b, pos: writes.append(pos) or
+    monkeypatch.setattr(os, "pwrite", lambda fd, b, pos: writes.append((fd, pos)) or
                         real_pwrite(fd, b, pos))
     seg = new_seg(tmp_path)
     data = fill(seg, 3) + fill(seg, 3, start=106, n=8) + fill(seg, 2, start=130)
-    assert len(writes) == 3                          # the 8-record batches only
+    assert [pos for fd, pos in writes if fd == seg.fd] == \
+        [sum(len(d) for _, d in data[:i]) for i in range(len(data))]
+    assert any(fd == seg.index._fd for fd, _ in writes)      # index entries too
     want = b"".join(d for _, d in data)
     assert seg.read_bytes(0, seg.size) == want == os.pread(seg.fd, seg.size, 0)
     assert [b.base_offset for b in seg.iter_positions()] == [o for o, _ in data]
+    assert seg.index.entries > 0 and seg.translate_offset(131).base_offset == 130
     seg.close_unclean()
     seg = LogSegment(str(tmp_path), 100, capacity=1 << 16, index_interval_bytes=200,
                      max_index_size=8 * 64)

@@ -147,6 +147,12 @@ class FetchPlan:
         if convert.fetch_zstd_refused(p.log.config, self.version):
             data["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             return data
+        if replica < 0 and cp.fetch_offset == (data["high_watermark"] if self.isolation_level == 0
+                                                else data["last_stable_offset"]):
+            # A consumer caught up (the common case of a many-partition long poll):
+            # nothing to read, and no log lookup to find that out.
+            data["records"] = []
+            return data
         limit = min(cp.max_bytes, budget)
         if replica >= 0:
             try:
@@ -248,8 +254,8 @@ class DelayedFetch(DelayedOperation):
             if self.committed and p.last_stable_offset <= self.start_lso[key]:
                 continue
             accumulated += getattr(p, self.counter) - start
-        if accumulated >= self.plan.min_bytes:
-            return self.force_complete()
+            if accumulated >= self.plan.min_bytes:
+                return self.force_complete()
         return False
 
     def on_expiration(self) -> None:
