@@ -60,7 +60,7 @@ RecordBatch.validate(deep=True), records walked     462 - 605 (none / lz4 / zstd
 ==================================================  ===========  ===========
 
 Walking the records of a batch costs ~5 us per record in Python: 10-15x the whole
-append (header, CRC-32C, offsets, copy into the map), 200x the header + CRC check.
+append (header, CRC-32C, offsets, pwrite into the segment), 200x the header + CRC check.
 So the hot path validates the header and the CRC always, and the records only where
 Kafka needs to look inside:
 
