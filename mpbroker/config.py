@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
 
 __all__ = [
     "ConfigError", "ConfigKey", "ConfigSource", "ConfigType", "Endpoint", "BrokerConfig",

@@ -46,10 +46,9 @@ import logging
 import os
 import socket
 import time
-from typing import Any, Callable
+from typing import Callable
 
-from mpbroker.protocol import codec, framing
-from mpbroker.protocol.errors import ErrorCode
+from mpbroker.protocol import framing
 from storage.slices import FileSlice
 
 log = logging.getLogger(__name__)

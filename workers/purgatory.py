@@ -43,7 +43,7 @@ the same key while it is being checked. Exceptions from ``try_complete`` /
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Hashable, Iterable, List, Optional
+from typing import Dict, Hashable, Iterable, List, Optional
 
 from workers.timing_wheel import Timer, TimerTask
 

@@ -16,9 +16,7 @@ Exit codes: 0 clean stop, 2 bad configuration or arguments (a clear message on s
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import os
 import sys
 
 

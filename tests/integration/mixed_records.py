@@ -47,6 +47,24 @@ def big_value() -> bytes:
     return bytes(range(256)) * (BIG_VALUE_SIZE // 256)
 
 
+def produce_with_confluent(bootstrap: str, topic: str, expected: list[Record]) -> None:
+    """The set and the big record, produced with confluent-kafka; every delivery acked."""
+    from tests.integration.broker import DeliveryTracker, flush, producer
+
+    p = producer(bootstrap, **{"message.max.bytes": 2_000_000, "batch.size": 1_000_000,
+                               "compression.type": "none"})
+    dt = DeliveryTracker()
+    for i, r in enumerate(expected):
+        p.produce(topic, key=r.key, value=r.value, headers=r.headers, timestamp=r.timestamp,
+                  partition=-1 if r.partition is None else r.partition, on_delivery=dt)
+        if i % 1000 == 0:
+            p.poll(0)
+    p.produce(topic, key=BIG_KEY, value=big_value(), partition=0, on_delivery=dt)
+    flush(p, 60)
+    assert not dt.errors, dt.errors[:3]
+    assert len(dt.delivered) == len(expected) + 1
+
+
 def check(received: list[Received], expected: list[Record], base_ts: int) -> None:
     """Every record once (plus the big one), fields intact, offsets dense and in order per
     partition, producer order kept per partition."""

@@ -211,18 +211,7 @@ def test_produce_consume_10k_keyed_records(broker, make_topic):
     topic = make_topic(partitions=partitions)
     base_ts = int(time.time() * 1000) - 3_600_000
     expected = mixed_records.mixed(10_000, base_ts, partitions)
-    p = producer(broker.bootstrap, **{"message.max.bytes": 2_000_000, "batch.size": 1_000_000,
-                                      "compression.type": "none"})
-    dt = DeliveryTracker()
-    for i, r in enumerate(expected):
-        p.produce(topic, key=r.key, value=r.value, headers=r.headers, timestamp=r.timestamp,
-                  partition=-1 if r.partition is None else r.partition, on_delivery=dt)
-        if i % 1000 == 0:
-            p.poll(0)
-    p.produce(topic, key=mixed_records.BIG_KEY, value=mixed_records.big_value(), partition=0, on_delivery=dt)
-    flush(p, 60)
-    assert not dt.errors, dt.errors[:3]
-    assert len(dt.delivered) == len(expected) + 1
+    mixed_records.produce_with_confluent(broker.bootstrap, topic, expected)
 
     c = consumer(broker.bootstrap, **{"fetch.max.bytes": 52_428_800})
     try:

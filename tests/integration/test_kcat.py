@@ -150,15 +150,7 @@ def test_consume_10k_mixed_records(broker, make_topic):
     topic = make_topic(partitions=partitions)
     base_ts = int(time.time() * 1000) - 3_600_000
     expected = mixed_records.mixed(10_000, base_ts, partitions)
-    p, dt = producer(broker.bootstrap, **{"message.max.bytes": 2_000_000}), DeliveryTracker()
-    for i, r in enumerate(expected):
-        p.produce(topic, key=r.key, value=r.value, headers=r.headers, timestamp=r.timestamp,
-                  partition=-1 if r.partition is None else r.partition, on_delivery=dt)
-        if i % 1000 == 0:
-            p.poll(0)
-    p.produce(topic, key=mixed_records.BIG_KEY, value=mixed_records.big_value(), partition=0, on_delivery=dt)
-    flush(p, 60)
-    assert not dt.errors
+    mixed_records.produce_with_confluent(broker.bootstrap, topic, expected)
     out = kcat(broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", KCAT_FORMAT,
                "-X", "fetch.message.max.bytes=2000000").stdout
     mixed_records.check(_parse_records(out), expected, base_ts)

@@ -232,8 +232,6 @@ def test_two_workers_get_a_mesh_and_their_own_cores(tmp_path, monkeypatch):
 
 
 def test_a_worker_that_never_boots_stops_the_supervisor(tmp_path, capsys):
-    boots = []
-
     def broken(cfg, wid, *rest):
         return sup.WORKER_BOOT_ERROR
 

@@ -114,7 +114,7 @@ def test_recover_rejects_offsets_going_backwards(tmp_path):
 
 def test_truncate_to(tmp_path):
     seg = new_seg(tmp_path)
-    batches = fill(seg, 40)
+    fill(seg, 40)
     seg.truncate_to(151)                                # batch 150-151 goes entirely
     assert seg.read_next_offset() == 150
     assert all(o < 150 for o, _ in seg.index.all_entries())
