@@ -450,6 +450,9 @@ class GroupCoordinator:
         self._cancel(group.join_timer)
         was_empty = group.is_(EMPTY)
         rebalance_timeout = group.rebalance_timeout_ms()
+        log.info("group %s: preparing to rebalance in state %s with old generation %d "
+                 "(%d members)", group.group_id, group.state, group.generation_id,
+                 len(group.members))
         group.transition_to(PREPARING_REBALANCE, self.clock())
         if was_empty:
             # InitialDelayedJoin: wait for more members before the first generation, and
@@ -494,6 +497,8 @@ class GroupCoordinator:
         # dynamic members that did not rejoin in time are out; static ones keep their place
         for member in group.not_yet_rejoined():
             if not member.is_static:
+                log.info("group %s: member %s did not rejoin in time, removing it",
+                         group.group_id, member.member_id)
                 self._cancel_heartbeat(member)
                 group.remove(member.member_id)
         if group.members and not group.maybe_elect_new_joined_leader():
@@ -503,6 +508,8 @@ class GroupCoordinator:
                                               lambda: self._on_join_expired(group))
             return
         group.init_next_generation(self.clock())
+        log.info("group %s: stabilized generation %d with %d members", group.group_id,
+                 group.generation_id, len(group.members))
         if group.is_(EMPTY):
             self._store_group(group, {}, lambda e: e and log.warning(
                 "group %s: storing empty generation failed: %s", group.group_id, e))
@@ -755,6 +762,7 @@ class GroupCoordinator:
         error = self._validate_current_member(group, member_id, instance_id)
         if error:
             return error
+        log.info("group %s: member %s left", group.group_id, member_id)
         self._remove_member_and_update_group(group, group.members[member_id])
         return errors.NONE
 
