@@ -20,23 +20,10 @@ import sys
 import time
 import uuid
 
-from loadtest.peers import MpbrokerPeer, TansuPeer, loopback_tcp_limit_mb_s, make_workdir
+from loadtest.peers import (MpbrokerPeer, TansuPeer, create_topic, loopback_tcp_limit_mb_s,
+                            make_workdir)
 
 MEASURE_TIMEOUT_S = 120.0
-
-
-def create_topic(bootstrap: str, name: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    a.create_topics([NewTopic(name, 1, 1)], request_timeout=30)[name].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        t = a.list_topics(topic=name, timeout=10).topics.get(name)
-        if t is not None and t.error is None and t.partitions and all(p.leader >= 0 for p in t.partitions.values()):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"topic {name} not ready")
 
 
 def delete_topic(bootstrap: str, name: str) -> None:

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import psutil
 
-from loadtest.bench_workers import admin_show, create_topic, front_of, produce
-from loadtest.peers import MpbrokerPeer, make_workdir
+from loadtest.bench_workers import admin_show, front_of, produce
+from loadtest.peers import MpbrokerPeer, create_topic, make_workdir
 
 TOPIC = "fwd-bench"
 

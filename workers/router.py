@@ -675,22 +675,14 @@ class Router:
         return gather()
 
     def _route_list_transactions(self, ctx, req, handle):
-        futs = [f for f in (self.forward(w, ctx, req) for w in self.live_peers()) if f]
-        local = handle(self.broker, ctx, req)
-        if not futs:
-            return local
-
-        async def gather():
-            out = [await _value(local)]
-            for f in futs:
-                try:
-                    out.append(await f)
-                except PeerGone:
-                    pass
-            return merge_list_transactions(out)
-        return gather()
+        return self._broadcast(ctx, req, handle, merge_list_transactions)
 
     def _route_list_groups(self, ctx, req, handle):
+        return self._broadcast(ctx, req, handle, merge_list_groups)
+
+    def _broadcast(self, ctx, req, handle, merge):
+        """Asks every live worker (each owns some coordinators) and merges the answers;
+        a worker that dies meanwhile is left out, as a broker that is down would be."""
         futs = [f for f in (self.forward(w, ctx, req) for w in self.live_peers()) if f]
         local = handle(self.broker, ctx, req)
         if not futs:
@@ -703,7 +695,7 @@ class Router:
                     out.append(await f)
                 except PeerGone:
                     pass
-            return merge_list_groups(out)
+            return merge(out)
         return gather()
 
     # ---- fetch

@@ -116,34 +116,52 @@ class EmbeddedController:
         results = []
         md = self.md
         for s in specs:
-            res = {"name": s["name"], "topic_id": bytes(16), "error_code": 0, "error_message": None,
-                   "num_partitions": -1, "replication_factor": -1, "configs": None}
+            res = self._create_result(s["name"])
             try:
-                if s["name"] in INTERNAL_TOPICS:
-                    raise MetadataError(ErrorCode.INVALID_REQUEST,
-                                        f"Creation of internal topic {s['name']} is prohibited.")
-                configs = dict(s["configs"])
-                if any(v is None for v in configs.values()):
-                    raise MetadataError(ErrorCode.INVALID_CONFIG,
-                                        "Null value not supported for topic configs")
-                new_md = model.create_topic(
-                    md, s["name"], s["num_partitions"], s["replication_factor"],
-                    s["assignments"] or None, configs, **self._topic_defaults())
+                new_md = self._create_in(md, s, self._check_create_spec(s))
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
             except configmod.ConfigError as e:
                 res["error_code"], res["error_message"] = ErrorCode.INVALID_CONFIG, str(e)
             else:
-                t = new_md.topics[s["name"]]
-                res.update(topic_id=t.topic_id, num_partitions=len(t.partitions),
-                           replication_factor=t.replication_factor,
-                           configs=self._created_configs(t))
+                self._fill_created(res, new_md.topics[s["name"]])
                 if not validate_only:
                     md = new_md
             results.append(res)
         if md is not self.md:
             self._commit(md)
         return results
+
+    @staticmethod
+    def _create_result(name: str) -> dict:
+        """A CreateTopics result entry before the outcome is known."""
+        return {"name": name, "topic_id": bytes(16), "error_code": 0, "error_message": None,
+                "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+    @staticmethod
+    def _check_create_spec(spec: dict) -> dict:
+        """The first checks of one CreateTopics entry (MetadataError when Kafka refuses
+        it); returns its configs. Shared with the ZooKeeper controller."""
+        if spec["name"] in INTERNAL_TOPICS:
+            raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                f"Creation of internal topic {spec['name']} is prohibited.")
+        configs = dict(spec["configs"])
+        if any(v is None for v in configs.values()):
+            raise MetadataError(ErrorCode.INVALID_CONFIG,
+                                "Null value not supported for topic configs")
+        return configs
+
+    def _create_in(self, md, spec: dict, configs: dict):
+        """The metadata with the topic of a checked CreateTopics entry added
+        (MetadataError or ConfigError when Kafka would refuse it)."""
+        return model.create_topic(md, spec["name"], spec["num_partitions"],
+                                  spec["replication_factor"], spec["assignments"] or None,
+                                  configs, **self._topic_defaults())
+
+    def _fill_created(self, res: dict, topic) -> None:
+        res.update(topic_id=topic.topic_id, num_partitions=len(topic.partitions),
+                   replication_factor=topic.replication_factor,
+                   configs=self._created_configs(topic))
 
     def _created_configs(self, topic) -> list[dict]:
         entries = configmod.describe_topic_configs(self._broker_cfg, topic.configs)

@@ -1373,20 +1373,13 @@ class ZkController(EmbeddedController):
         results, created = [], {}
         md = self._view_for_create()
         for s in specs:
-            res = {"name": s["name"], "topic_id": bytes(16), "error_code": 0, "error_message": None,
-                   "num_partitions": -1, "replication_factor": -1, "configs": None}
+            res = self._create_result(s["name"])
             try:
-                if s["name"] in INTERNAL_TOPICS:
-                    raise MetadataError(ErrorCode.INVALID_REQUEST,
-                                        f"Creation of internal topic {s['name']} is prohibited.")
-                configs = dict(s["configs"])
-                if any(v is None for v in configs.values()):
-                    raise MetadataError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs")
+                configs = self._check_create_spec(s)
                 if await self._z(self.zk.exists_async, f"{Z.DELETE_TOPICS}/{s['name']}") is not None:
                     raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                         f"Topic '{s['name']}' is marked for deletion.")
-                new_md = model.create_topic(md, s["name"], s["num_partitions"], s["replication_factor"],
-                                            s["assignments"] or None, configs, **self._topic_defaults())
+                new_md = self._create_in(md, s, configs)
                 configmod.effective_topic_config(self._broker_cfg, configs)
                 t = new_md.topics[s["name"]]
                 if not validate_only:
@@ -1402,8 +1395,7 @@ class ZkController(EmbeddedController):
             except configmod.ConfigError as e:
                 res["error_code"], res["error_message"] = ErrorCode.INVALID_CONFIG, str(e)
             else:
-                res.update(topic_id=t.topic_id, num_partitions=len(t.partitions),
-                           replication_factor=t.replication_factor, configs=self._created_configs(t))
+                self._fill_created(res, t)
             results.append(res)
         if created and timeout_ms > 0:
             done = await self._wait_visible(created, timeout_ms)

@@ -46,6 +46,8 @@ def pytest_runtest_makereport(item, call):
     if rep.failed:
         for b, since in getattr(item, "_brokers", []):
             rep.sections.append((f"{b.name} log ({b.bootstrap}, {b.log_path})", b.log_text(since)))
+        for i, m in enumerate(getattr(item, "_members", [])):
+            rep.sections.append((f"member {i} ({m.client}) log", m.log_text()))
 
 
 @pytest.fixture(scope="session")
