@@ -228,18 +228,18 @@ def loopback_tcp_limit_mb_s(seconds: float = 2.0, chunk: int = 1 << 20) -> float
             proc.kill()
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout_s: float = 30.0) -> None:
     """Creates a topic (replication factor 1) through the AdminClient and waits until
     every partition has a leader; the benches of every peer share it."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    a.create_topics([NewTopic(name, partitions, 1)], request_timeout=30)[name].result(30)
-    deadline = time.monotonic() + 30
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout_s)[name].result(timeout_s)
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        t = a.list_topics(topic=name, timeout=10).topics.get(name)
-        if t is not None and t.error is None and len(t.partitions) == partitions and \
-                all(p.leader >= 0 for p in t.partitions.values()):
+        t = admin.list_topics(topic=name, timeout=10).topics.get(name)
+        if t is not None and t.error is None and len(t.partitions) == partitions \
+                and all(p.leader >= 0 for p in t.partitions.values()):
             return
         time.sleep(0.05)
-    raise TimeoutError(f"topic {name} not ready")
+    raise TimeoutError(f"topic {name}: not every partition has a leader after {timeout_s}s")

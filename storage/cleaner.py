@@ -162,6 +162,7 @@ class LogCleaner:
         if getattr(self, "_out", None) is not None:
             self._out.delete()
         self._phase = "idle"
+        self._segs: list[LogSegment] = []   # the segments this pass cleans
         self._map = None
         self._end = 0                   # first uncleanable offset of this pass
         self._scan = None               # (segment index, position) while building the map
@@ -241,7 +242,6 @@ class LogCleaner:
         return self._phase != "idle"
 
     def _mark_uncleanable(self, error: Exception) -> None:
-        self._segs = []
         self._reset_pass()
         self.failures += 1
         factor = min(2 ** (self.failures - 1), MAX_BACKOFF_FACTOR)
@@ -379,7 +379,6 @@ class LogCleaner:
     def _finish_pass(self) -> None:
         self.first_dirty_offset = min(self._map_end, self._end)
         self.checkpoint_file.write({(self.log.topic, self.log.partition): self.first_dirty_offset})
-        self._segs = []
         self._reset_pass()
         self.passes_completed += 1
         self.failures = 0

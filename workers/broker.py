@@ -345,7 +345,7 @@ class Broker:
                     log.exception("closing %s-%d", *key)
         if cluster and self._strays_checked != self.placement.revision:
             self._strays_checked = self.placement.revision
-            self._delete_strays(md, live | stopped)
+            self._delete_strays(live | stopped)
         # Waiters on partitions that changed complete now (they re-check errors).
         for key in list(self.partitions):
             self.fetch_purgatory.check_and_complete(key)
@@ -371,12 +371,12 @@ class Broker:
         else:
             self._become_follower(p, state, new)
 
-    def _delete_strays(self, md: ClusterMetadata, hosted: set) -> None:
+    def _delete_strays(self, hosted: set) -> None:
         """Cluster mode, once per placement revision: partition directories of this
-        worker (by placement) that the metadata does not give this broker, left by a
-        topic deleted, or being deleted, while this broker was down (Kafka deletes such
-        stray logs); and `-delete` directories a crash left behind."""
-        me = self.broker_id
+        worker (by placement) that the metadata does not give this broker (not in
+        `hosted`: every partition it leads or replicates that this worker owns), left by
+        a topic deleted, or being deleted, while this broker was down (Kafka deletes
+        such stray logs); and `-delete` directories a crash left behind."""
         try:
             names = os.listdir(self.log_dir)
         except OSError:
@@ -394,10 +394,6 @@ class Broker:
                     continue
                 if not os.path.exists(os.path.join(path, PARTITION_METADATA_FILE)):
                     continue          # not a log this broker wrote in cluster mode
-                t = md.topics.get(key[0])
-                st = t.partitions.get(key[1]) if t is not None else None
-                if st is not None and (me in st.replicas or st.leader == me):
-                    continue
                 log.warning("%s: a stray log (its topic partition is not this broker's): deleting it",
                             path)
             self._delete_dir(path)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from loadtest.bench import clients
 from loadtest.bench.hist import Histogram
+from loadtest.peers import create_topic
 
 NS = 1_000_000_000
 START_LEAD_S = 0.3             # all processes are ready; they start together this much later
@@ -54,21 +55,6 @@ class Setup:
 
 
 # ---------------------------------------------------------------- topics
-
-
-def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 60.0) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout_s)[name].result(timeout_s)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        t = admin.list_topics(topic=name, timeout=10).topics.get(name)
-        if t is not None and t.error is None and len(t.partitions) == partitions \
-                and all(p.leader >= 0 for p in t.partitions.values()):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"topic {name}: not every partition has a leader after {timeout_s}s")
 
 
 def delete_topic(bootstrap: str, name: str) -> None:
@@ -216,7 +202,7 @@ def measure(peer_name: str, bootstrap: str, broker_pid: int | None, wl: Workload
     """Run `wl` once against one broker. `total_rate`: records/s over all producers (fixed-rate
     workloads). Returns the row of figures for the report."""
     topic = f"bench-{wl.name}-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, wl.partitions)
+    create_topic(bootstrap, topic, wl.partitions, timeout_s=60.0)
     try:
         row = {"broker": peer_name, "workload": wl.name, "topic": topic}
         row.update(_live(bootstrap, broker_pid, topic, wl, setup, total_rate))

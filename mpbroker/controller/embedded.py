@@ -20,12 +20,11 @@ from dataclasses import replace
 
 from mpbroker import config as configmod
 from mpbroker.metadata import model, store
-from mpbroker.metadata.model import MetadataError
+from mpbroker.metadata.model import INTERNAL_TOPICS, MetadataError
 from mpbroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 PRODUCER_ID_BLOCK = 1000
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

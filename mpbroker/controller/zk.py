@@ -73,12 +73,11 @@ from mpbroker.controller import broker_requests, elections
 from mpbroker.controller import zkdata as Z
 from mpbroker.controller.embedded import EmbeddedController, internal_topic_spec
 from mpbroker.metadata import model, store
-from mpbroker.metadata.model import MetadataError
+from mpbroker.metadata.model import INTERNAL_TOPICS, MetadataError
 from mpbroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 TICK_S = 1.0
 CONTROLLED_SHUTDOWN = 7
 DELETE_RETRY_S = 5.0      # StopReplica(delete) again to a replica that has not answered
@@ -958,8 +957,10 @@ class ZkController(EmbeddedController):
             if api_key == 6:
                 await self._load_brokers()
             if api_key == 5:
-                await self._load_deletions()      # delete: the topic leaves our view
-                self._stop_replicas(broker_requests.stop_deletes(version, body))
+                deletes = broker_requests.stop_deletes(version, body)
+                if any(deletes.values()):
+                    await self._load_deletions()  # delete: the topic leaves our view
+                self._stop_replicas(deletes)
             if any(t not in self.topics for t, _, _ in parts):
                 await self._load_topics()
             known = [(t, p) for t, p, _ in parts if t in self.topics and p in self.topics[t].partitions]

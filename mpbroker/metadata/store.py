@@ -149,7 +149,7 @@ def ensure_meta_properties(log_dirs: Sequence[str], configured_broker_id: int, c
     broker_ids = {int(p["broker.id"]) for _, p in stored}
     if len(broker_ids) > 1:
         raise InconsistentBrokerIdError(
-            f"Failed to match broker.id across log.dirs. This could happen if multiple brokers shared a log "
+            "Failed to match broker.id across log.dirs. This could happen if multiple brokers shared a log "
             "directory (log.dirs) or partial data was manually copied from another broker. Found: "
             + ", ".join(d + ": " + p["broker.id"] for d, p in stored))
     cluster_ids = {p["cluster.id"] for _, p in stored if p.get("cluster.id")}

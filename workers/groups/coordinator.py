@@ -192,8 +192,8 @@ class GroupCoordinator:
             return errors.NOT_COORDINATOR
         if self.state == LOADING:
             return errors.COORDINATOR_LOAD_IN_PROGRESS
-        if (self.num_partitions is not None
-                and coordinator_partition(group_id, self.num_partitions) != self.partition_id):
+        num = self.num_partitions  # a metadata lookup: once
+        if num is not None and coordinator_partition(group_id, num) != self.partition_id:
             return errors.NOT_COORDINATOR
         return errors.NONE
 

@@ -83,7 +83,6 @@ def map_heartbeat_store_error(code: int) -> int:
     """The error a ConsumerGroupHeartbeat caller sees when persisting the change failed
     (Kafka's GroupCoordinatorService: retriable coordinator errors, never
     REBALANCE_IN_PROGRESS, which KIP-848 members do not expect)."""
-    if code in (UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                REQUEST_TIMED_OUT):
+    if code == REQUEST_TIMED_OUT:
         return COORDINATOR_NOT_AVAILABLE
     return map_group_store_error(code)

@@ -24,11 +24,11 @@ from __future__ import annotations
 import asyncio
 
 from mpbroker.protocol.errors import ErrorCode
+from mpbroker.metadata.model import INTERNAL_TOPICS
 from storage import errors as serr
 
 from workers.purgatory import DelayedOperation
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def low_watermark(p, alive) -> int:

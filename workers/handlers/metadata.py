@@ -22,10 +22,9 @@ auto-creation an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCE
 for a bad name).
 """
 from mpbroker.protocol.errors import ErrorCode
-from mpbroker.metadata.model import validate_topic_name
+from mpbroker.metadata.model import INTERNAL_TOPICS, validate_topic_name
 
 ZERO_UUID = bytes(16)
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def topic_entry(broker, topic, version) -> dict:

@@ -28,13 +28,13 @@ import asyncio
 import inspect
 
 from mpbroker.protocol.errors import ErrorCode
+from mpbroker.metadata.model import INTERNAL_TOPICS
 from storage import convert
 from storage import errors as serr
 from storage.batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK, RecordBatch, batch_magic
 
 from workers.purgatory import DelayedOperation
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def _partition_result(index, error_code, base_offset=-1, log_append_time_ms=-1,

@@ -13,7 +13,7 @@ coordinator states COORDINATOR_LOAD_IN_PROGRESS."""
 import inspect
 
 from mpbroker.protocol.errors import ErrorCode
-from workers.handlers._groups import call, coordinator
+from workers.handlers._groups import call_for_known_partitions, coordinator
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -24,11 +24,6 @@ def _all(topics, code_of) -> dict:
             {"partition_index": p["partition_index"],
              "error_code": code_of(t["name"], p["partition_index"])}
             for p in t["partitions"]]} for t in topics]}
-
-
-def _unknown(broker, name: str, index: int) -> bool:
-    t = broker.metadata.topics.get(name)
-    return t is None or index not in t.partitions
 
 
 async def handle(broker, ctx, req):
@@ -52,14 +47,7 @@ async def handle(broker, ctx, req):
         coord, err = coordinator(broker, req["group_id"])
         if coord is None:
             return _all(topics, lambda *_: err)
-    known = []
-    for t in topics:
-        parts = [p for p in t["partitions"] if not _unknown(broker, t["name"], p["partition_index"])]
-        if parts:
-            known.append({**t, "partitions": parts})
-    result = call(coord.txn_offset_commit, {**req, "topics": known}, ctx.api_version)
+    result = call_for_known_partitions(broker, coord.txn_offset_commit, req, ctx.api_version)
     if inspect.isawaitable(result):
         result = await result
-    codes = {(t["name"], p["partition_index"]): p["error_code"]
-             for t in result.get("topics", []) for p in t["partitions"]}
-    return _all(topics, lambda t, p: codes.get((t, p), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return result
