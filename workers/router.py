@@ -34,6 +34,8 @@ dispatcher hands the decoded request to `Router.route` instead of the handler:
   `coordinator_partition(group_id)` of `__consumer_offsets`; requests naming several
   groups (DescribeGroups, DeleteGroups, ConsumerGroupDescribe, OffsetFetch v8+) are
   split per coordinator and merged in request order; ListGroups fans out to every worker.
+* DescribeLogDirs fans out to every worker (each reports the partitions it owns),
+  merged per log dir.
 * transaction coordinator APIs (InitProducerId with a transactional id,
   AddPartitionsToTxn, AddOffsetsToTxn, EndTxn): forwarded whole to the worker owning
   partition `coordinator_partition(transactional_id)` of `__transaction_state`;
@@ -436,6 +438,7 @@ class Router:
         self.routes[K.DESCRIBE_TRANSACTIONS] = self._route_txn_multi
         self.routes[K.LIST_TRANSACTIONS] = self._route_list_transactions
         self.routes[K.WRITE_TXN_MARKERS] = self._route_markers
+        self.routes[K.DESCRIBE_LOG_DIRS] = self._route_log_dirs
 
     # ------------------------------------------------------------ peers
     @property
@@ -679,6 +682,11 @@ class Router:
 
     def _route_list_groups(self, ctx, req, handle):
         return self._broadcast(ctx, req, handle, merge_list_groups)
+
+    def _route_log_dirs(self, ctx, req, handle):
+        # each worker knows only the partitions it owns
+        from workers.handlers.describe_log_dirs import merge
+        return self._broadcast(ctx, req, handle, merge)
 
     def _broadcast(self, ctx, req, handle, merge):
         """Asks every live worker (each owns some coordinators) and merges the answers;
