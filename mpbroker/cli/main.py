@@ -3,6 +3,8 @@
     mpbroker serve -c conf/server.properties [--override key=value]...
     mpbroker dump-log PATH [--records]       (a .log segment, or a .txnindex)
     mpbroker placement show|move|balance -c conf/server.properties [--json] ...
+    mpbroker topics|groups|configs|offsets|log-dirs|produce|consume|cluster ...
+                                             (admin CLI over the wire: mpbroker/cli/admin.py)
 
 `serve` runs the supervisor (`mpbroker.supervisor`), which forks the controller (the
 embedded metadata store, no ZooKeeper: `<log.dirs[0]>/__mpbroker_metadata/`) and the
@@ -220,8 +222,17 @@ def cmd_placement(args) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib import metadata
+    try:
+        return f"mpbroker {metadata.version('mpbroker')}"
+    except metadata.PackageNotFoundError:   # run from a source tree that is not installed
+        return "mpbroker (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mpbroker", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the broker")
     p.add_argument("-c", "--config", required=True, help="server.properties file")
@@ -244,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--include-pinned", action="store_true",
                    help="move/balance: also partitions that placement.* config pins")
     p.set_defaults(func=cmd_placement)
+    from mpbroker.cli.admin import register_all      # topics, groups, configs, ... (admin CLI)
+    register_all(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 
