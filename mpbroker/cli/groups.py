@@ -23,6 +23,7 @@ client; confluent-kafka has no call for it).
 """
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 
 from mpbroker.cli import admin as A
@@ -292,8 +293,8 @@ def cmd_delete(args) -> int:
         if ok:
             print("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok)
                   + ") was successful.")
-        for g, e in failed.items():
-            print(f"Deletion of consumer group '{g}' failed: {e}")
+    for g, e in failed.items():
+        print(f"mpbroker: deletion of consumer group '{g}' failed: {e}", file=sys.stderr)
     return 1 if failed else 0
 
 
