@@ -156,6 +156,9 @@ def cmd_describe(args) -> int:
                     [[g["group"], m["consumer_id"], m["host"], m["client_id"],
                       len(m["assignment"])] for m in g["members"]])
         else:
+            if g["state"] == "Dead" and not g["offsets"]:
+                print(f"Consumer group '{g['group']}' does not exist.")
+                continue
             if not g["members"]:
                 print(f"Consumer group '{g['group']}' has no active members.")
             A.table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
@@ -245,7 +248,7 @@ def cmd_reset(args) -> int:
     client = A.admin_client(args)
     desc = _describe(args, client, [gid])[gid]
     state = _state(desc.state)
-    if state not in ("Empty", "Dead", "Unknown"):
+    if state not in ("Empty", "Dead"):
         raise A.CliError(f"Assignments can only be reset if the group '{gid}' is inactive, "
                          f"but the current state is {state}.")
     committed = _committed(args, client, gid)

@@ -110,6 +110,8 @@ def test_describe_reset_resume(cli, make_topic):
     assert group not in {x["group"] for x in cli.json("groups", "list")}
     line = failed_one_line(cli("groups", "delete", "--group", group, check=False))
     assert "GROUP_ID_NOT_FOUND" in line
+    assert cli("groups", "describe", "--group", group).stdout_text == \
+        f"Consumer group '{group}' does not exist.\n"
 
 
 def test_reset_argument_errors(cli, make_topic):
