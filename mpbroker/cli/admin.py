@@ -88,6 +88,13 @@ def client_config(args, extra: dict | None = None) -> dict:
     return conf
 
 
+def kafka_name(err) -> str:
+    """Kafka's name of a librdkafka KafkaError (librdkafka shortens some, e.g.
+    UNKNOWN_TOPIC_OR_PART); local errors (negative codes, `_TRANSPORT`) keep theirs."""
+    code = err.code()
+    return error_name(code) if code >= 0 else err.name()
+
+
 def _library_error(e: Exception) -> CliError:
     """A confluent-kafka exception as one line: Kafka's error name and message."""
     err = e.args[0] if getattr(e, "args", None) else None
@@ -95,7 +102,7 @@ def _library_error(e: Exception) -> CliError:
         if err.name() == "_TRANSPORT":
             return CliError(f"{err.name()}: {err.str()} (bootstrap servers: "
                             f"{_BOOTSTRAP[0] if _BOOTSTRAP else '?'})")
-        return CliError(f"{err.name()}: {err.str()}")
+        return CliError(f"{kafka_name(err)}: {err.str()}")
     return CliError(str(e) or type(e).__name__)
 
 
@@ -159,7 +166,7 @@ def error_of(kafka_error) -> str | None:
     """'NAME: message' of a per-item error (None when there is none)."""
     if kafka_error is None or not kafka_error.code():
         return None
-    return f"{kafka_error.name()}: {kafka_error.str()}"
+    return f"{kafka_name(kafka_error)}: {kafka_error.str()}"
 
 
 # ------------------------------------------------------------------ the project's client

@@ -67,10 +67,10 @@ def cmd_produce(args) -> int:
 
     def report(err, msg):
         if err is not None:
-            state["errors"].append(f"{err.name()}: {err.str()}")
+            state["errors"].append(f"{A.kafka_name(err)}: {err.str()}")
             if args.json:
                 print(json.dumps({"topic": msg.topic(), "partition": msg.partition(),
-                                  "error": f"{err.name()}: {err.str()}"}), flush=True)
+                                  "error": f"{A.kafka_name(err)}: {err.str()}"}), flush=True)
             return
         state["delivered"] += 1
         if args.json:
@@ -224,8 +224,8 @@ def cmd_consume(args) -> int:
             if msg.error():
                 err = msg.error()
                 if err.name() in FATAL_CONSUME or err.fatal():
-                    raise A.CliError(f"{err.name()}: {err.str()}")
-                print(f"mpbroker: {err.name()}: {err.str()}", file=sys.stderr)
+                    raise A.CliError(f"{A.kafka_name(err)}: {err.str()}")
+                print(f"mpbroker: {A.kafka_name(err)}: {err.str()}", file=sys.stderr)
                 continue
             idle_since = time.monotonic()
             count += 1

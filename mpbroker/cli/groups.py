@@ -75,7 +75,7 @@ def _committed(args, client, group_id: str) -> dict:
     out = {}
     for tp in res.topic_partitions or ():
         if tp.error is not None and tp.error.code():
-            raise A.CliError(f"{tp.error.name()}: {tp.error.str()} ({tp.topic}-{tp.partition})")
+            raise A.CliError(f"{A.kafka_name(tp.error)}: {tp.error.str()} ({tp.topic}-{tp.partition})")
         if tp.offset != NO_OFFSET:
             out[(tp.topic, tp.partition)] = tp.offset
     return out
@@ -264,7 +264,7 @@ def cmd_reset(args) -> int:
         res = A.result(futs[gid], args)
         for tp in res.topic_partitions or ():
             if tp.error is not None and tp.error.code():
-                raise A.CliError(f"{tp.error.name()}: {tp.error.str()} "
+                raise A.CliError(f"{A.kafka_name(tp.error)}: {tp.error.str()} "
                                  f"({tp.topic}-{tp.partition})")
     if args.json:
         A.emit_json({"group": gid, "executed": bool(args.execute), "offsets": plan})

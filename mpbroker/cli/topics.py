@@ -78,38 +78,41 @@ def _dynamic_configs(args, client, names: list[str]) -> dict[str, dict[str, str]
 
 
 def cmd_describe(args) -> int:
+    from confluent_kafka import TopicCollection
     client = A.admin_client(args)
-    md = A.metadata(args, client)
-    wanted = _names(args)
-    for n in wanted:
-        t = md.topics.get(n)
-        if t is None or (t.error is not None and t.error.code() == 3):
-            raise A.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: Topic '{n}' does not exist as expected")
-    names = wanted or sorted(t for t in md.topics
-                             if not (args.exclude_internal and t in INTERNAL_TOPICS))
+    names = _names(args)
+    if not names:
+        md = A.metadata(args, client)
+        names = sorted(t for t in md.topics
+                       if not (args.exclude_internal and t in INTERNAL_TOPICS))
+    descs = {}
+    if names:
+        futs = client.describe_topics(TopicCollection(names), request_timeout=A.timeout_s(args))
+        descs = {n: A.result(futs[n], args) for n in names}
     configs = _dynamic_configs(args, client, names)
     out = []
     for n in names:
-        t = md.topics[n]
-        parts = [{"partition": p.id, "leader": p.leader, "replicas": list(p.replicas),
-                  "isr": list(p.isrs), "error": A.error_of(p.error)}
-                 for p in sorted(t.partitions.values(), key=lambda p: p.id)]
+        d = descs[n]
+        parts = [{"partition": p.id, "leader": p.leader.id if p.leader is not None else -1,
+                  "replicas": [r.id for r in p.replicas], "isr": [r.id for r in p.isr]}
+                 for p in sorted(d.partitions, key=lambda p: p.id)]
         rf = len(parts[0]["replicas"]) if parts else 0
-        out.append({"topic": n, "partition_count": len(parts), "replication_factor": rf,
-                    "configs": configs.get(n, {}), "error": A.error_of(t.error),
+        out.append({"topic": n, "topic_id": str(d.topic_id) if d.topic_id else None,
+                    "internal": bool(d.is_internal), "partition_count": len(parts),
+                    "replication_factor": rf, "configs": configs.get(n, {}),
                     "partitions": parts})
     if args.json:
         A.emit_json(out)
         return 0
     for t in out:
         cfg = ",".join(f"{k}={v}" for k, v in t["configs"].items())
-        print(f"Topic: {t['topic']}\tPartitionCount: {t['partition_count']}\t"
+        print(f"Topic: {t['topic']}\tTopicId: {t['topic_id']}\t"
+              f"PartitionCount: {t['partition_count']}\t"
               f"ReplicationFactor: {t['replication_factor']}\tConfigs: {cfg}")
         for p in t["partitions"]:
             print(f"\tTopic: {t['topic']}\tPartition: {p['partition']}\tLeader: {p['leader']}\t"
                   f"Replicas: {','.join(map(str, p['replicas']))}\t"
-                  f"Isr: {','.join(map(str, p['isr']))}"
-                  + (f"\tError: {p['error']}" if p["error"] else ""))
+                  f"Isr: {','.join(map(str, p['isr']))}")
     return 0
 
 
@@ -159,7 +162,7 @@ def cmd_delete(args) -> int:
             A.result(futs[n], args)
             deleted.append(n)
         except A.CliError as e:
-            if args.if_exists and str(e).startswith("UNKNOWN_TOPIC_OR_PART"):
+            if args.if_exists and str(e).startswith("UNKNOWN_TOPIC_OR_PARTITION"):
                 missing.append(n)
                 continue
             raise

@@ -38,7 +38,7 @@ def test_topic_configs(cli, make_topic):
                                "no.such.key=1", check=False))
     assert "INVALID_CONFIG" in line
     line = failed_one_line(cli("configs", "describe", "--topic", "no-such-topic-cfg", check=False))
-    assert "UNKNOWN_TOPIC_OR_PART" in line
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in line
     failed_one_line(cli("configs", "alter", "--topic", topic, "--add-config", "a=1",
                         "--delete-config", "a", check=False), code=2)
     failed_one_line(cli("configs", "describe", check=False), code=2)

@@ -13,12 +13,13 @@ def test_topic_lifecycle(cli, topic_name):
 
     [t] = cli.json("topics", "describe", "--topic", topic_name)
     assert t["topic"] == topic_name and t["partition_count"] == 3
-    assert t["replication_factor"] == 1
+    assert t["replication_factor"] == 1 and t["topic_id"] and not t["internal"]
     assert t["configs"] == {"retention.ms": "123456"}
     assert [p["partition"] for p in t["partitions"]] == [0, 1, 2]
     assert all(p["leader"] == 1 and p["isr"] == [1] for p in t["partitions"])
     text = cli("topics", "describe", topic_name).stdout_text
-    assert f"Topic: {topic_name}\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=123456" in text
+    assert (f"Topic: {topic_name}\tTopicId: {t['topic_id']}\tPartitionCount: 3\t"
+            "ReplicationFactor: 1\tConfigs: retention.ms=123456") in text
     assert f"\tTopic: {topic_name}\tPartition: 2\tLeader: 1\tReplicas: 1\tIsr: 1" in text
 
     # creating it again: Kafka's error, one line; --if-not-exists: fine
@@ -42,7 +43,7 @@ def test_topic_lifecycle(cli, topic_name):
     assert cli.json("topics", "delete", topic_name) == {"deleted": [topic_name], "missing": []}
     wait_until(lambda: topic_name not in cli.json("topics", "list"), what="topic gone")
     line = failed_one_line(cli("topics", "delete", topic_name, check=False))
-    assert "UNKNOWN_TOPIC_OR_PART" in line
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in line
     assert cli.json("topics", "delete", topic_name, "--if-exists")["missing"] == [topic_name]
     line = failed_one_line(cli("topics", "describe", topic_name, check=False))
     assert "UNKNOWN_TOPIC_OR_PARTITION" in line
@@ -53,6 +54,6 @@ def test_topics_bad_arguments(cli, topic_name):
     failed_one_line(cli("topics", "create", topic_name, "--config", "novalue", check=False), code=2)
     failed_one_line(cli("topics", "alter", topic_name, check=False), code=2)
     line = failed_one_line(cli("topics", "create", "bad/name", check=False))
-    assert "TOPIC_EXCEPTION" in line and "bad/name" in line       # librdkafka's name for 17
+    assert "INVALID_TOPIC_EXCEPTION" in line and "bad/name" in line   # Kafka's name, not librdkafka's
     assert not {"__consumer_offsets", "__transaction_state"} & \
         set(cli.json("topics", "list", "--exclude-internal"))
