@@ -318,11 +318,14 @@ def run(func: Callable, args) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except ImportError as e:
+        print(f"mpbroker: the admin commands need confluent-kafka ({e}): "
+              "pip install confluent-kafka", file=sys.stderr)
+        return 1
     except Exception as e:
         # the library refuses an argument (ValueError/TypeError) or fails in a way
         # not mapped above: still one line, no traceback
-        from confluent_kafka import KafkaException
-        if isinstance(e, KafkaException):
+        if type(e).__name__ == "KafkaException":
             print(f"mpbroker: {_library_error(e)}", file=sys.stderr)
         else:
             print(f"mpbroker: {type(e).__name__}: {e}", file=sys.stderr)
