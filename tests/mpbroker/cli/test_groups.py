@@ -56,6 +56,14 @@ def test_describe_reset_resume(cli, make_topic):
         == {0: (5, 5, 0), 1: (5, 5, 0)}
     assert rows[0]["consumer_id"] == g["members"][0]["consumer_id"]
     assert group in {x["group"] for x in cli.json("groups", "list")}
+    assert group in cli("groups", "list").stdout_text.split()
+    state = cli("groups", "describe", "--group", group, "--state").stdout_text.splitlines()
+    assert state[0].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                                "#MEMBERS"]
+    assert state[1].split()[0] == group and state[1].split()[-2:] == ["Stable", "1"]
+    members = cli("groups", "describe", "--group", group, "--members").stdout_text.splitlines()
+    assert members[1].split()[0] == group and members[1].split()[-1] == "2"
+    assert group in {x["group"] for x in cli.json("groups", "describe", "--all-groups")}
     line = failed_one_line(cli("groups", "reset-offsets", "--group", group, "--topic", topic,
                                "--to-earliest", "--execute", check=False))
     assert "inactive" in line and "Stable" in line
