@@ -5,7 +5,9 @@ Options (on every admin subcommand, as Kafka's tools):
   --command-config FILE                a client properties file (Java Properties syntax)
                                        with Kafka's client keys; every key, including
                                        security.protocol / sasl.* / ssl.*, goes to the
-                                       client library (librdkafka) as-is
+                                       client library (librdkafka) as-is; its
+                                       bootstrap.servers applies when no
+                                       --bootstrap-server is given
   --json                               machine-readable output (one JSON document, or
                                        one JSON object per line for the console tools)
   --request-timeout-ms N               how long one admin call may take (default 30000)

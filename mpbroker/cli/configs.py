@@ -70,7 +70,8 @@ def _label(etype: str, name: str) -> str:
 
 
 def _first_broker(args) -> tuple[str, int]:
-    host, _, port = args.bootstrap_server.split(",")[0].strip().rpartition(":")
+    servers = str(A.client_config(args)["bootstrap.servers"])
+    host, _, port = servers.split(",")[0].strip().rpartition(":")
     try:
         return host.strip("[]") or "127.0.0.1", int(port)
     except ValueError:
