@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# the fixtures, and the hook that attaches the broker's log to a failing test's report
 from tests.integration.conftest import (broker, fresh_broker, make_topic,  # noqa: F401
-                                        session_broker, topic_name)
+                                        pytest_runtest_makereport, session_broker, topic_name)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
