@@ -22,7 +22,15 @@ import sys
 
 def cmd_serve(args) -> int:
     from mpbroker import config as configmod
+    from mpbroker.log_dir_lock import LogDirError, claim_log_dirs
     from mpbroker.supervisor import Supervisor
+
+    if args.help_config:
+        sys.stdout.write(configmod.describe_keys_text())
+        return 0
+    if not args.config:
+        print("mpbroker serve: the following arguments are required: -c/--config", file=sys.stderr)
+        return 2
 
     def load():
         return configmod.BrokerConfig.from_file(args.config, args.override)
@@ -38,6 +46,11 @@ def cmd_serve(args) -> int:
     logging.basicConfig(
         level=getattr(logging, str(cfg.get("log.level", "INFO")).upper(), logging.INFO),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("mpbroker.config")
+    for name in cfg.unknown:
+        log.warning("%s", configmod.unknown_config_warning(name))
+    for name in cfg.ignored:
+        log.info("The configuration '%s' is a Kafka config that mpbroker does not use; ignored.", name)
     try:
         listener = cfg.listeners[0]
         advertised = cfg.advertised_listeners[0]
@@ -51,11 +64,20 @@ def cmd_serve(args) -> int:
         print(f"mpbroker: {e}", file=sys.stderr)
         return 2
     try:
+        # Held (inherited by every forked child) until the whole process tree has exited.
+        locks = claim_log_dirs(cfg.log_dirs)
+    except LogDirError as e:
+        print(f"mpbroker: {e}", file=sys.stderr)
+        return 2
+    try:
         supervisor.bind(host, port, advertised.host, advertised.port)
     except OSError as e:
         print(f"mpbroker: cannot listen on {host}:{port}: {e}", file=sys.stderr)
         return 2
-    return supervisor.run()
+    try:
+        return supervisor.run()
+    finally:
+        locks.release()
 
 
 def cmd_dump_log(args) -> int:
@@ -224,9 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mpbroker", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the broker")
-    p.add_argument("-c", "--config", required=True, help="server.properties file")
+    p.add_argument("-c", "--config", help="server.properties file (required)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (repeatable)")
+    p.add_argument("--help-config", action="store_true",
+                   help="print every config key with its type, default and documentation, and exit")
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("dump-log", help="print the batches of a segment file")
     p.add_argument("path")
