@@ -1,7 +1,7 @@
 """The `mpbroker` command.
 
     mpbroker serve -c conf/server.properties [--override key=value]...
-    mpbroker dump-log PATH [--records]       (a .log segment, or a .txnindex)
+    mpbroker dump-log FILE... [--print-data-log] [--offsets-decoder] ...   (kafka-dump-log.sh)
     mpbroker placement show|move|balance -c conf/server.properties [--json] ...
 
 `serve` runs the supervisor (`mpbroker.supervisor`), which forks the controller (the
@@ -81,55 +81,9 @@ def cmd_serve(args) -> int:
 
 
 def cmd_dump_log(args) -> int:
-    """Print the batches (and with --records the records) of a segment file."""
-    from storage.batch import iter_batches
-    from storage import errors as serr
-    if args.path.endswith(".txnindex"):
-        return _dump_txn_index(args.path)
-    with open(args.path, "rb") as f:
-        data = memoryview(f.read())
-    pos = 0
-    try:
-        for b in iter_batches(data, allow_partial_tail=True):
-            print(f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} "
-                  f"count: {b.record_count} position: {pos} size: {b.size} "
-                  f"magic: {b.magic} compresscodec: {b.compression} crc: {b.crc} "
-                  f"isTransactional: {b.is_transactional} isControl: {b.is_control} "
-                  f"producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
-                  f"baseSequence: {b.base_sequence} maxTimestamp: {b.max_timestamp}")
-            if args.records and b.is_control:
-                from storage.producer_state import read_end_txn_marker
-                try:
-                    m = read_end_txn_marker(b)
-                    print(f"| offset: {b.base_offset} endTxnMarker: "
-                          f"{'COMMIT' if m.commit else 'ABORT'} "
-                          f"coordinatorEpoch: {m.coordinator_epoch}")
-                except serr.StorageError as e:
-                    print(f"| offset: {b.base_offset} unknown control record: {e}")
-            elif args.records:
-                for r in b.records():
-                    print(f"| offset: {r.offset} CreateTime: {r.timestamp} "
-                          f"key: {r.key!r} value: {r.value!r} headers: {list(r.headers)}")
-            pos += b.size
-    except serr.StorageError as e:
-        print(f"stopped at position {pos}: {e}")
-        return 1
-    return 0
-
-
-def _dump_txn_index(path: str) -> int:
-    """A `.txnindex` (storage/txn_index.py) as Kafka's DumpLogSegments prints it."""
-    from storage.txn_index import ENTRY, ENTRY_SIZE
-    with open(path, "rb") as f:
-        data = f.read()
-    for i in range(len(data) // ENTRY_SIZE):
-        version, pid, first, last, lso = ENTRY.unpack_from(data, i * ENTRY_SIZE)
-        print(f"version: {version} producerId: {pid} firstOffset: {first} "
-              f"lastOffset: {last} lastStableOffset: {lso}")
-    if len(data) % ENTRY_SIZE:
-        print(f"stopped at position {len(data) - len(data) % ENTRY_SIZE}: partial entry")
-        return 1
-    return 0
+    """Print segments, indexes, snapshots and checkpoints (mpbroker/cli/dump_log.py)."""
+    from mpbroker.cli import dump_log
+    return dump_log.run(args)
 
 
 def _admin_call(cfg_path: str, overrides: list[str], request: dict, timeout: float) -> dict:
@@ -252,9 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--help-config", action="store_true",
                    help="print every config key with its type, default and documentation, and exit")
     p.set_defaults(func=cmd_serve)
-    p = sub.add_parser("dump-log", help="print the batches of a segment file")
-    p.add_argument("path")
-    p.add_argument("--records", action="store_true")
+    p = sub.add_parser("dump-log", help="print segment, index, snapshot and checkpoint files "
+                                         "(kafka-dump-log.sh)")
+    from mpbroker.cli.dump_log import add_arguments as dump_log_arguments
+    dump_log_arguments(p)
     p.set_defaults(func=cmd_dump_log)
     p = sub.add_parser("placement", help="show or change which worker owns each partition")
     p.add_argument("action", choices=("show", "move", "balance"))
