@@ -10,8 +10,14 @@ workers that serve the listener; it stays in the foreground, talks to systemd wh
 `NOTIFY_SOCKET` is set, and handles SIGTERM (controlled shutdown), SIGINT (fast stop)
 and SIGHUP (reload).
 
-Exit codes: 0 clean stop, 2 bad configuration or arguments (a clear message on stderr),
-1 anything else.
+Before it forks anything, `serve` validates the config (unknown keys are warned about,
+TLS/SASL listeners and an authorizer are refused), checks that every log dir is a
+usable directory and locks it (`mpbroker/log_dir_lock.py`; the lock is inherited by
+the children and released when the last process of the broker exits).
+`serve --help-config` prints every key.
+
+Exit codes: 0 clean stop, 2 bad configuration or arguments, an unusable or locked log
+dir, a port in use (one line on stderr), 1 anything else.
 """
 from __future__ import annotations
 
