@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 
@@ -75,6 +76,11 @@ def cmd_serve(args) -> int:
     except LogDirError as e:
         print(f"mpbroker: {e}", file=sys.stderr)
         return 2
+    problem = _admin_socket_problem(cfg.admin_socket)
+    if problem:
+        locks.release()
+        print(f"mpbroker: {problem}", file=sys.stderr)
+        return 2
     try:
         supervisor.bind(host, port, advertised.host, advertised.port)
     except OSError as e:
@@ -84,6 +90,29 @@ def cmd_serve(args) -> int:
         return supervisor.run()
     finally:
         locks.release()
+
+
+def _admin_socket_problem(path: str) -> str | None:
+    """Why `admin.socket` cannot be served by this broker, or None. The controller
+    replaces a stale socket file at start, so a live one (another broker configured
+    with the same path) must be refused here, before anything is forked."""
+    import socket
+
+    from mpbroker.controller.placement import unix_path
+    from mpbroker.log_dir_lock import LogDirError, check_usable
+    try:
+        check_usable(os.path.dirname(path))
+    except LogDirError as e:
+        return f"admin.socket {path}: {str(e).replace('log dir', 'directory', 1)}"
+    if os.path.exists(path):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(2.0)
+            try:
+                s.connect(unix_path(path))
+            except OSError:
+                return None                 # stale: nobody answers
+        return f"admin.socket {path} is served by another running broker"
+    return None
 
 
 def cmd_dump_log(args) -> int:

@@ -137,3 +137,16 @@ def test_help_config_prints_every_key(tmp_path):
                        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "-c/--config" in r.stderr
+
+
+def test_admin_socket_of_another_broker_or_in_an_unusable_place_is_refused(one_worker_broker, tmp_path):
+    first = one_worker_broker
+    taken = first.data_dir / ".mpbroker-admin.sock"
+    r = serve(tmp_path, f"admin.socket={taken}")
+    assert (r.returncode, r.stderr) == (2, f"mpbroker: admin.socket {taken} is served by another running broker\n")
+    assert taken.exists() and api_versions_v0(first.bootstrap)[0] == 0
+    (tmp_path / "afile").write_text("x")
+    r = serve(tmp_path, f"admin.socket={tmp_path / 'afile' / 'admin.sock'}")
+    assert (r.returncode, r.stderr) == (
+        2, f"mpbroker: admin.socket {tmp_path / 'afile' / 'admin.sock'}: directory {tmp_path / 'afile'} "
+           "is not a directory\n")
