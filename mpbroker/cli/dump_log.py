@@ -3,6 +3,7 @@
 
     mpbroker dump-log [--files F1,F2] [F ...] [--deep-iteration] [--print-data-log|--records]
                       [--offsets-decoder|--transaction-log-decoder] [--max-message-size N]
+                      [--max-bytes N] [--skip-record-metadata]
 
 What each file is, by its name:
 
@@ -63,12 +64,14 @@ class DumpError(Exception):
 
 class Options:
     def __init__(self, deep: bool = False, print_data: bool = False, decoder: str = "string",
-                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-                 out: Callable[[str], None] = print):
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, max_bytes: int = 2**31 - 1,
+                 skip_record_metadata: bool = False, out: Callable[[str], None] = print):
         self.print_data = print_data or decoder != "string"
         self.deep = deep or self.print_data
         self.decoder = decoder
         self.max_message_size = max_message_size
+        self.max_bytes = max_bytes
+        self.skip_record_metadata = skip_record_metadata
         self.out = out
 
 
@@ -228,10 +231,13 @@ def _record_lines(b: RecordBatch, opts: Options) -> Iterator[str]:
     base_seq = b.base_sequence
     for r in b.records():
         seq = -1 if base_seq < 0 else (base_seq + r.offset - b.base_offset) % (2**31)
-        line = (f"| offset: {r.offset} {ts_type}: {r.timestamp} "
-                f"keySize: {-1 if r.key is None else len(r.key)} "
-                f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq} "
-                f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
+        if opts.skip_record_metadata:
+            line = "|"
+        else:
+            line = (f"| offset: {r.offset} {ts_type}: {r.timestamp} "
+                    f"keySize: {-1 if r.key is None else len(r.key)} "
+                    f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq} "
+                    f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
         if b.is_control:
             if r.key is not None and len(r.key) >= 4:
                 _, ctype = struct.unpack_from(">hh", r.key)
@@ -256,6 +262,8 @@ def dump_segment(f: _File, opts: Options) -> int:
     opts.out(f"Log starting offset: {base if base is not None else 0}")
     pos = 0
     while pos < f.size:
+        if pos >= opts.max_bytes:
+            return 0                                # --max-bytes: stop without judging the rest
         head = f.pread(LOG_OVERHEAD, pos)
         if len(head) < LOG_OVERHEAD:
             break
@@ -440,6 +448,10 @@ def add_arguments(p) -> None:
                      help="decode records as __transaction_state data (implies --print-data-log)")
     p.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE,
                    help="size of the largest batch to read (default 5242880)")
+    p.add_argument("--max-bytes", type=int, default=2**31 - 1,
+                   help="stop reading a segment after the batches that start in its first N bytes")
+    p.add_argument("--skip-record-metadata", action="store_true",
+                   help="print only the records' key and payload, not their offsets and sizes")
 
 
 def run(args) -> int:
@@ -452,7 +464,8 @@ def run(args) -> int:
         return 2
     decoder = "offsets" if args.offsets_decoder else \
         "transaction-log" if args.transaction_log_decoder else "string"
-    opts = Options(args.deep_iteration, args.print_data, decoder, args.max_message_size)
+    opts = Options(args.deep_iteration, args.print_data, decoder, args.max_message_size,
+                   args.max_bytes, args.skip_record_metadata)
     rc = 0
     for path in paths:
         rc = max(rc, dump_file(path, opts, lambda line: print(line, file=sys.stderr)))

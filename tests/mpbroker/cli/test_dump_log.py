@@ -205,3 +205,12 @@ def test_running_broker_files(tmp_path):
         assert f'"transactionPartitions":[{{"topic":"{topic}","partitionIds":[0]}}]' in out
     finally:
         b.stop()
+
+
+def test_max_bytes_and_skip_record_metadata(tmp_path, capsys):
+    b1 = BatchBuilder(0, clock=lambda: 1).append(b"a", b"1").build()
+    b2 = BatchBuilder(1, clock=lambda: 1).append(b"b", b"2").build()
+    p = segment(tmp_path, b1, b2, tail=b"\x01junk-not-reached")
+    rc, lines, _ = dump(capsys, p, "--max-bytes", len(b1), "--print-data-log", "--skip-record-metadata")
+    assert rc == 0
+    assert lines[2:] == [lines[2], "| key: a payload: 1"] and lines[2].startswith("baseOffset: 0 ")
