@@ -103,7 +103,10 @@ class _File:
             raise DumpError(f"cannot read {self.path} at position {pos}: {e.strerror or e}") from None
 
     def entries(self, struct_: struct.Struct) -> Iterator[tuple]:
-        """Fixed-size entries in 64 KiB chunks, up to the first all-zero one."""
+        """Fixed-size entries in 64 KiB chunks, up to the first all-zero one (the
+        preallocated tail), as storage/index.py reads them. Only the very first entry
+        may be all zeros (offset 0 at position 0 with index.interval.bytes=0): it counts
+        when a non-zero entry follows it."""
         size = struct_.size
         step = CHUNK - CHUNK % size
         pos = 0
@@ -113,7 +116,8 @@ class _File:
                 return
             for i in range(0, len(data) - len(data) % size, size):
                 if not any(data[i:i + size]):
-                    return
+                    if pos + i != 0 or not any(data[size:2 * size]):
+                        return
                 yield struct_.unpack_from(data, i)
             if len(data) % size:
                 return

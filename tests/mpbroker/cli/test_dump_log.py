@@ -214,3 +214,14 @@ def test_max_bytes_and_skip_record_metadata(tmp_path, capsys):
     rc, lines, _ = dump(capsys, p, "--max-bytes", len(b1), "--print-data-log", "--skip-record-metadata")
     assert rc == 0
     assert lines[2:] == [lines[2], "| key: a payload: 1"] and lines[2].startswith("baseOffset: 0 ")
+
+
+def test_a_first_index_entry_of_zeros_counts_when_entries_follow(tmp_path, capsys):
+    idx = tmp_path / "00000000000000000000.index"
+    idx.write_bytes(bytes(8) + struct.pack(">ii", 1, 70) + bytes(8 * 10))
+    empty = tmp_path / "00000000000000000005.index"
+    empty.write_bytes(bytes(8 * 10))
+    rc, lines, _ = dump(capsys, idx, empty)
+    assert rc == 0 and lines == [f"Dumping {idx}", "offset: 0 position: 0", "offset: 1 position: 70",
+                                 f"Dumping {empty}"]
+
