@@ -20,19 +20,10 @@ import sys
 import time
 import uuid
 
-from loadtest.peers import (MpbrokerPeer, TansuPeer, create_topic, loopback_tcp_limit_mb_s,
-                            make_workdir)
+from loadtest.peers import (MpbrokerPeer, TansuPeer, create_topic, delete_topic,
+                            loopback_tcp_limit_mb_s, make_workdir)
 
 MEASURE_TIMEOUT_S = 120.0
-
-
-def delete_topic(bootstrap: str, name: str) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    try:
-        AdminClient({"bootstrap.servers": bootstrap}).delete_topics([name], request_timeout=30)[name].result(30)
-    except Exception:  # noqa: BLE001 - best effort: frees the peer's memory between measurements
-        pass
 
 
 def produce(bootstrap: str, topic: str, size: int, count: int, acks: str) -> float:

@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from loadtest.bench_workers import admin_show, front_of, produce
-from loadtest.peers import MpbrokerPeer, create_topic, make_workdir
+from loadtest.peers import MpbrokerPeer, create_topic, delete_topic, make_workdir
 
 TOPIC = "fwd-bench"
 
@@ -104,6 +104,8 @@ def main(argv=None) -> int:
                       f"{cpu * 100 / mb:6.3f} CPU s/100MB", flush=True)
             if all(len(r[0]) >= args.min_each and len(r[1]) >= args.min_each for r in res):
                 break
+        for p in peers:
+            delete_topic(p.bootstrap, TOPIC)
     finally:
         for p in peers:
             p.stop()

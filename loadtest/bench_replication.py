@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from loadtest.peers import delete_topic  # noqa: E402
 from tests.cluster.harness import Cluster, ZooKeeperServer, zookeeper_available  # noqa: E402
 
 
@@ -156,6 +157,8 @@ def main(argv=None) -> None:
                   f"(rounds: {', '.join(f'{t:.2f}' for t in times)}); of which ZooKeeper "
                   f"session timeout {args.session_ms / 1000:.1f} s, the rest "
                   f"{m - args.session_ms / 1000:.2f} s")
+            delete_topic(c.bootstrap, "fo")
+        delete_topic(c.bootstrap, "tput")
     finally:
         if c is not None:
             c.close()

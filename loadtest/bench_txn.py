@@ -28,7 +28,7 @@ import sys
 import time
 import uuid
 
-from loadtest.peers import MpbrokerPeer, create_topic, make_workdir
+from loadtest.peers import MpbrokerPeer, create_topic, delete_topic, make_workdir
 
 MEASURE_TIMEOUT_S = 120.0
 
@@ -113,11 +113,14 @@ def main(argv=None) -> int:
             for mode in order:
                 topic = f"bench-txn-{mode}-{uuid.uuid4().hex[:6]}"
                 create_topic(bootstrap, topic, args.partitions)
-                if mode == "idempotent":
-                    rate = run_idempotent(bootstrap, topic, args.messages, payload)
-                else:
-                    rate = run_transactional(bootstrap, topic, args.messages, payload,
-                                             args.txn_size)
+                try:
+                    if mode == "idempotent":
+                        rate = run_idempotent(bootstrap, topic, args.messages, payload)
+                    else:
+                        rate = run_transactional(bootstrap, topic, args.messages, payload,
+                                                 args.txn_size)
+                finally:
+                    delete_topic(bootstrap, topic)
                 res[mode].append(rate)
                 print(f"round {r + 1} {mode:>13}: {rate:10.0f} msgs/s", flush=True)
         med = {m: statistics.median(v) for m, v in res.items()}

@@ -31,7 +31,7 @@ import sys
 import time
 import uuid
 
-from loadtest.peers import MpbrokerPeer, create_topic, make_workdir
+from loadtest.peers import MpbrokerPeer, create_topic, delete_topic, make_workdir
 
 TIMEOUT_S = 120.0
 
@@ -130,8 +130,11 @@ def part_workers(args, size, count) -> dict:
                 peer = peers[n]
                 topic = f"bw-{uuid.uuid4().hex[:8]}"
                 create_topic(peer.bootstrap, topic, args.partitions)
-                tp = produce(peer.bootstrap, topic, args.partitions, size, count)
-                tc = consume(peer.bootstrap, topic, args.partitions, count + 1)
+                try:
+                    tp = produce(peer.bootstrap, topic, args.partitions, size, count)
+                    tc = consume(peer.bootstrap, topic, args.partitions, count + 1)
+                finally:
+                    delete_topic(peer.bootstrap, topic)
                 res[n]["produce"].append(mb / tp)
                 res[n]["consume"].append(mb / tc)
                 print(f"round {r + 1} num.workers={n}: produce {mb / tp:7.1f} MB/s, "
@@ -171,6 +174,7 @@ def part_routing(args, size, count) -> dict:
                 res[kind][front].append(mb / dt)
                 print(f"{kind} trial {trial + 1}: connection on worker {front} "
                       f"({'local' if front == 0 else 'remote'}): {mb / dt:7.1f} MB/s", flush=True)
+        delete_topic(peer.bootstrap, topic)
     finally:
         peer.stop()
     return res

@@ -243,3 +243,21 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout_s: floa
             return
         time.sleep(0.05)
     raise TimeoutError(f"topic {name}: not every partition has a leader after {timeout_s}s")
+
+
+def delete_topic(bootstrap: str, name: str, timeout_s: float = 30.0) -> None:
+    """Deletes a topic and waits until the metadata no longer lists it, so that a bench
+    leaves the broker (its disk, a memory-only peer's memory) as it found it. The
+    AdminClient stays referenced until the delete's future resolved: a temporary one is
+    destroyed at once and the future then fails with `_DESTROY` (Handle is terminating).
+    Raises what the delete raised, or TimeoutError."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([name], operation_timeout=timeout_s, request_timeout=timeout_s)[name].result(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if name not in admin.list_topics(timeout=10).topics:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"topic {name}: still listed {timeout_s}s after its deletion")

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
 
+from mpbroker.ignored_configs import is_ignored
+
 __all__ = [
     "ConfigError", "ConfigKey", "ConfigSource", "ConfigType", "Endpoint", "BrokerConfig",
     "BROKER_CONFIGS", "TOPIC_CONFIGS", "TOPIC_BROKER_SYNONYMS", "PLACEMENT_PREFIX",
@@ -340,6 +342,7 @@ _BROKER_TABLE = [
     ("ssl.keystore.password", P, None, None, HIGH, PB, "The store password for the key store file."),
     ("ssl.key.password", P, None, None, HIGH, PB, "The password of the private key in the key store file."),
     ("ssl.truststore.password", P, None, None, HIGH, PB, "The password for the trust store file."),
+    ("authorizer.class.name", S, "", None, LOW, RO, "The fully qualified name of a class that implements Kafka's Authorizer interface. mpbroker has no authorizer yet: a non-empty value is refused at start."),
     # mpbroker's own
     ("num.workers", I, None, at_least(1), HIGH, RO, "mpbroker: number of worker processes (one per core). Default: the number of CPUs usable by this process."),
     ("worker.cpu.affinity", B, True, None, MED, RO, "mpbroker: pin each worker process to one CPU."),
@@ -350,6 +353,7 @@ _BROKER_TABLE = [
     ("worker.boot.max.failures", I, 3, at_least(1), LOW, RO, "mpbroker: boot failures of one worker in a row before the supervisor gives up."),
     ("worker.restart.max", I, 10, at_least(0), LOW, RO, "mpbroker: worker deaths within worker.restart.window.ms above which the supervisor stops (crash loop)."),
     ("worker.restart.window.ms", I, 60000, at_least(1), LOW, RO, "mpbroker: the window of worker.restart.max."),
+    ("log.level", S, "INFO", ValidString(("CRITICAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG"), case_insensitive=True), MED, RO, "mpbroker: the level of the broker's log (Python logging: CRITICAL, ERROR, WARN or WARNING, INFO, DEBUG; any case). A SIGHUP reload applies a new value at once."),
     # KIP-848 consumer groups (Kafka's GroupCoordinatorConfig)
     ("group.consumer.session.timeout.ms", I, 45000, at_least(1), MED, RO, "The timeout to detect client failures when using the consumer group protocol."),
     ("group.consumer.heartbeat.interval.ms", I, 5000, at_least(1), MED, RO, "The heartbeat interval given to the members of a consumer group."),
@@ -651,8 +655,10 @@ class BrokerConfig:
         self.dynamic_default: Dict[str, str] = {k: str(v) for k, v in (dynamic_default or {}).items()}
         self._cpu_count = cpu_count if cpu_count is not None else _usable_cpus()
         self._cwd = cwd
-        self.unknown = sorted(k for k in self.static
-                              if k not in BROKER_CONFIGS and not k.startswith(PLACEMENT_PREFIX))
+        others = [k for k in self.static if k not in BROKER_CONFIGS and not k.startswith(PLACEMENT_PREFIX)]
+        # Kafka keys mpbroker accepts and ignores, and the rest: typos (mpbroker/ignored_configs.py)
+        self.ignored = sorted(k for k in others if is_ignored(k))
+        self.unknown = sorted(k for k in others if not is_ignored(k))
         self._populate_id_synonyms()
         self.values: Dict[str, Any] = {}
         for name, key in BROKER_CONFIGS.items():
@@ -891,6 +897,57 @@ class BrokerConfig:
         if ib is not None and ib.upper() not in adv:
             raise ConfigError(f"inter.broker.listener.name must be a listener name defined in advertised.listeners. "
                               f"The valid options based on currently configured listeners are {','.join(sorted(adv))}")
+        self._check_security()
+
+    def _check_security(self) -> None:
+        """mpbroker serves PLAINTEXT only: a TLS or SASL listener, or an authorizer, would
+        be served without the protection it asks for, so they are refused."""
+        for name, endpoints in (("listeners", self.listeners), ("advertised.listeners", self.advertised_listeners)):
+            for e in endpoints:
+                if e.security_protocol != "PLAINTEXT":
+                    raise ConfigError(f"{name}: listener {e.listener_name} uses security protocol "
+                                      f"{e.security_protocol}, which mpbroker does not implement "
+                                      "(only PLAINTEXT listeners are supported)", name)
+        if self.values["security.inter.broker.protocol"] != "PLAINTEXT":
+            raise ConfigError("security.inter.broker.protocol: mpbroker does not implement "
+                              f"{self.values['security.inter.broker.protocol']} (only PLAINTEXT)",
+                              "security.inter.broker.protocol")
+        if self.values["authorizer.class.name"]:
+            raise ConfigError(f"authorizer.class.name={self.values['authorizer.class.name']}: mpbroker has no "
+                              "authorizer and would serve every client unchecked; remove the key",
+                              "authorizer.class.name")
+
+
+def unknown_config_warning(name: str) -> str:
+    """Kafka's AbstractConfig.logUnused line for a key that no config defines."""
+    return f"The configuration '{name}' was supplied but isn't a known config."
+
+
+def describe_keys_text() -> str:
+    """Every broker key with its doc, type, default, valid values, importance and update
+    mode, in the order and shape of Kafka's generated broker config docs
+    (`mpbroker serve --help-config`). num.workers' default depends on the machine."""
+    out = []
+    for key in BROKER_CONFIGS.values():
+        if key.name == "num.workers":
+            default = "the number of CPUs usable by this process"
+        else:
+            default = "null" if key.default is None else (to_string(key.default, key.type) or '""')
+        out.append(key.name)
+        out.append(f"    {key.doc}")
+        out.append(f"    Type:         {ConfigType.NAMES[key.type].lower()}")
+        out.append(f"    Default:      {default}")
+        out.append(f"    Valid Values: {key.validator if key.validator is not None else ''}".rstrip())
+        out.append(f"    Importance:   {key.importance}")
+        out.append(f"    Update Mode:  {key.update_mode}")
+        out.append("")
+    out.append(f"{PLACEMENT_PREFIX}*")
+    out.append("    mpbroker: free-form keys pinning partitions to workers (e.g. placement.topic.<topic>=0,1); "
+               "kept as strings for the supervisor.")
+    out.append("    Type:         string")
+    out.append("    Importance:   low")
+    out.append("    Update Mode:  read-only")
+    return "\n".join(out) + "\n"
 
 
 def validate_dynamic_update(props: Mapping[str, Any], per_broker: bool) -> None:

@@ -1283,6 +1283,8 @@ class Supervisor:
         except (configmod.ConfigError, OSError) as e:
             log.error("SIGHUP: the config was not reloaded: %s", e)
             return
+        for name in new.unknown:
+            log.warning("SIGHUP: %s", configmod.unknown_config_warning(name))
         applied, needs_restart = merge_reload(self.cfg, new)
         if needs_restart:
             log.warning("SIGHUP: %s changed; these take effect after a restart",
@@ -1400,6 +1402,8 @@ def merge_reload(current, new):
         if old_v == new_v:
             continue
         spec = configmod.BROKER_CONFIGS.get(key)
+        if spec is None and not key.startswith(configmod.PLACEMENT_PREFIX):
+            continue        # unknown (warned about by the caller) or ignored: nothing to restart
         if key == "log.level" or (spec is not None and spec.dynamic):
             if new_v is None:
                 applied.pop(key, None)

@@ -34,6 +34,7 @@ missing_apt_packages() {
     || missing+=(zookeeper)
   command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
   command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)   # verifies the unit
+  command -v strace >/dev/null 2>&1 || missing+=(strace)   # the unit's syscall filter test
   python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
   echo "${missing[@]:-}"
 }

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from loadtest.bench import clients
 from loadtest.bench.hist import Histogram
-from loadtest.peers import create_topic
+from loadtest.peers import create_topic, delete_topic
 
 NS = 1_000_000_000
 START_LEAD_S = 0.3             # all processes are ready; they start together this much later
@@ -52,18 +52,6 @@ class Setup:
     max_records: int          # per producer process: a count bound on top of the time bound
     producer_config: dict
     consumer_config: dict
-
-
-# ---------------------------------------------------------------- topics
-
-
-def delete_topic(bootstrap: str, name: str) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    try:
-        AdminClient({"bootstrap.servers": bootstrap}).delete_topics([name], request_timeout=30)[name].result(30)
-    except Exception:  # noqa: BLE001 - best effort: frees the broker's disk / memory between measurements
-        pass
 
 
 # ---------------------------------------------------------------- CPU sampling

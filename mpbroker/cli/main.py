@@ -1,7 +1,7 @@
 """The `mpbroker` command.
 
     mpbroker serve -c conf/server.properties [--override key=value]...
-    mpbroker dump-log PATH [--records]       (a .log segment, or a .txnindex)
+    mpbroker dump-log FILE... [--print-data-log] [--offsets-decoder] ...   (kafka-dump-log.sh)
     mpbroker placement show|move|balance -c conf/server.properties [--json] ...
     mpbroker topics|groups|configs|offsets|log-dirs|produce|consume|cluster ...
                                              (admin CLI over the wire: mpbroker/cli/admin.py)
@@ -12,19 +12,34 @@ workers that serve the listener; it stays in the foreground, talks to systemd wh
 `NOTIFY_SOCKET` is set, and handles SIGTERM (controlled shutdown), SIGINT (fast stop)
 and SIGHUP (reload).
 
-Exit codes: 0 clean stop, 2 bad configuration or arguments (a clear message on stderr),
-1 anything else.
+Before it forks anything, `serve` validates the config (unknown keys are warned about,
+TLS/SASL listeners and an authorizer are refused), checks that every log dir is a
+usable directory and locks it (`mpbroker/log_dir_lock.py`; the lock is inherited by
+the children and released when the last process of the broker exits).
+`serve --help-config` prints every key.
+
+Exit codes: 0 clean stop, 2 bad configuration or arguments, an unusable or locked log
+dir, a port in use (one line on stderr), 1 anything else.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 
 def cmd_serve(args) -> int:
     from mpbroker import config as configmod
+    from mpbroker.log_dir_lock import LogDirError, claim_log_dirs
     from mpbroker.supervisor import Supervisor
+
+    if args.help_config:
+        sys.stdout.write(configmod.describe_keys_text())
+        return 0
+    if not args.config:
+        print("mpbroker serve: the following arguments are required: -c/--config", file=sys.stderr)
+        return 2
 
     def load():
         return configmod.BrokerConfig.from_file(args.config, args.override)
@@ -40,6 +55,11 @@ def cmd_serve(args) -> int:
     logging.basicConfig(
         level=getattr(logging, str(cfg.get("log.level", "INFO")).upper(), logging.INFO),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("mpbroker.config")
+    for name in cfg.unknown:
+        log.warning("%s", configmod.unknown_config_warning(name))
+    for name in cfg.ignored:
+        log.info("The configuration '%s' is a Kafka config that mpbroker does not use; ignored.", name)
     try:
         listener = cfg.listeners[0]
         advertised = cfg.advertised_listeners[0]
@@ -53,63 +73,54 @@ def cmd_serve(args) -> int:
         print(f"mpbroker: {e}", file=sys.stderr)
         return 2
     try:
+        # Held (inherited by every forked child) until the whole process tree has exited.
+        locks = claim_log_dirs(cfg.log_dirs)
+    except LogDirError as e:
+        print(f"mpbroker: {e}", file=sys.stderr)
+        return 2
+    problem = _admin_socket_problem(cfg.admin_socket)
+    if problem:
+        locks.release()
+        print(f"mpbroker: {problem}", file=sys.stderr)
+        return 2
+    try:
         supervisor.bind(host, port, advertised.host, advertised.port)
     except OSError as e:
         print(f"mpbroker: cannot listen on {host}:{port}: {e}", file=sys.stderr)
         return 2
-    return supervisor.run()
+    try:
+        return supervisor.run()
+    finally:
+        locks.release()
+
+
+def _admin_socket_problem(path: str) -> str | None:
+    """Why `admin.socket` cannot be served by this broker, or None. The controller
+    replaces a stale socket file at start, so a live one (another broker configured
+    with the same path) must be refused here, before anything is forked."""
+    import socket
+
+    from mpbroker.controller.placement import unix_path
+    from mpbroker.log_dir_lock import LogDirError, check_usable
+    try:
+        check_usable(os.path.dirname(path))
+    except LogDirError as e:
+        return f"admin.socket {path}: {str(e).replace('log dir', 'directory', 1)}"
+    if os.path.exists(path):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(2.0)
+            try:
+                s.connect(unix_path(path))
+            except OSError:
+                return None                 # stale: nobody answers
+        return f"admin.socket {path} is served by another running broker"
+    return None
 
 
 def cmd_dump_log(args) -> int:
-    """Print the batches (and with --records the records) of a segment file."""
-    from storage.batch import iter_batches
-    from storage import errors as serr
-    if args.path.endswith(".txnindex"):
-        return _dump_txn_index(args.path)
-    with open(args.path, "rb") as f:
-        data = memoryview(f.read())
-    pos = 0
-    try:
-        for b in iter_batches(data, allow_partial_tail=True):
-            print(f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} "
-                  f"count: {b.record_count} position: {pos} size: {b.size} "
-                  f"magic: {b.magic} compresscodec: {b.compression} crc: {b.crc} "
-                  f"isTransactional: {b.is_transactional} isControl: {b.is_control} "
-                  f"producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
-                  f"baseSequence: {b.base_sequence} maxTimestamp: {b.max_timestamp}")
-            if args.records and b.is_control:
-                from storage.producer_state import read_end_txn_marker
-                try:
-                    m = read_end_txn_marker(b)
-                    print(f"| offset: {b.base_offset} endTxnMarker: "
-                          f"{'COMMIT' if m.commit else 'ABORT'} "
-                          f"coordinatorEpoch: {m.coordinator_epoch}")
-                except serr.StorageError as e:
-                    print(f"| offset: {b.base_offset} unknown control record: {e}")
-            elif args.records:
-                for r in b.records():
-                    print(f"| offset: {r.offset} CreateTime: {r.timestamp} "
-                          f"key: {r.key!r} value: {r.value!r} headers: {list(r.headers)}")
-            pos += b.size
-    except serr.StorageError as e:
-        print(f"stopped at position {pos}: {e}")
-        return 1
-    return 0
-
-
-def _dump_txn_index(path: str) -> int:
-    """A `.txnindex` (storage/txn_index.py) as Kafka's DumpLogSegments prints it."""
-    from storage.txn_index import ENTRY, ENTRY_SIZE
-    with open(path, "rb") as f:
-        data = f.read()
-    for i in range(len(data) // ENTRY_SIZE):
-        version, pid, first, last, lso = ENTRY.unpack_from(data, i * ENTRY_SIZE)
-        print(f"version: {version} producerId: {pid} firstOffset: {first} "
-              f"lastOffset: {last} lastStableOffset: {lso}")
-    if len(data) % ENTRY_SIZE:
-        print(f"stopped at position {len(data) - len(data) % ENTRY_SIZE}: partial entry")
-        return 1
-    return 0
+    """Print segments, indexes, snapshots and checkpoints (mpbroker/cli/dump_log.py)."""
+    from mpbroker.cli import dump_log
+    return dump_log.run(args)
 
 
 def _admin_call(cfg_path: str, overrides: list[str], request: dict, timeout: float) -> dict:
@@ -235,13 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the broker")
-    p.add_argument("-c", "--config", required=True, help="server.properties file")
+    p.add_argument("-c", "--config", help="server.properties file (required)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (repeatable)")
+    p.add_argument("--help-config", action="store_true",
+                   help="print every config key with its type, default and documentation, and exit")
     p.set_defaults(func=cmd_serve)
-    p = sub.add_parser("dump-log", help="print the batches of a segment file")
-    p.add_argument("path")
-    p.add_argument("--records", action="store_true")
+    p = sub.add_parser("dump-log", help="print segment, index, snapshot and checkpoint files "
+                                         "(kafka-dump-log.sh)")
+    from mpbroker.cli.dump_log import add_arguments as dump_log_arguments
+    dump_log_arguments(p)
     p.set_defaults(func=cmd_dump_log)
     p = sub.add_parser("placement", help="show or change which worker owns each partition")
     p.add_argument("action", choices=("show", "move", "balance"))

@@ -3,6 +3,8 @@ import os
 
 import pytest
 
+from mpbroker import config as configmod
+
 from mpbroker.config import (
     BROKER_CONFIGS, TOPIC_BROKER_SYNONYMS, TOPIC_CONFIGS, BrokerConfig, ConfigError, ConfigSource,
     ConfigType, describe_broker_configs, describe_topic_configs, effective_topic_config,
@@ -328,3 +330,56 @@ def test_to_string_java_forms():
     assert to_string(1e10) == "1.0E10"
     assert to_string(0.0001) == "1.0E-4"
     assert to_string(None) is None
+
+
+# ------------------------------------------------- unknown, ignored and refused keys
+
+def test_typos_are_unknown_and_kafka_keys_mpbroker_ignores_are_not():
+    c = cfg(**{"log.dirz": "x", "ssl.keystore.location": "/k", "metric.reporters": "",
+               "controller.quorum.voters": "1@h:9093", "sasl.enabled.mechanisms": "PLAIN"})
+    assert c.unknown == ["log.dirz"]
+    assert c.ignored == ["controller.quorum.voters", "metric.reporters", "sasl.enabled.mechanisms",
+                         "ssl.keystore.location"]
+    assert configmod.unknown_config_warning("log.dirz") == \
+        "The configuration 'log.dirz' was supplied but isn't a known config."
+
+
+def test_keys_mpbroker_defines_are_never_ignored():
+    c = cfg(**{"ssl.keystore.password": "x"})          # defined (PASSWORD) and also an ssl. key
+    assert c.ignored == [] and c.unknown == []
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL uses security protocol SSL"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}, "SASL_PLAINTEXT, which mpbroker does not implement"),
+    ({"listeners": "PLAINTEXT://:9092,INTERNAL://:9093",
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL"},
+     "listener INTERNAL uses security protocol SASL_SSL"),
+    ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol: mpbroker does not implement SSL"),
+    ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
+     "mpbroker has no authorizer"),
+])
+def test_security_settings_mpbroker_cannot_honour_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        cfg(**overrides)
+    assert cfg(**{"authorizer.class.name": ""}).get("authorizer.class.name") == ""
+
+
+def test_log_level_is_a_documented_key():
+    assert cfg(**{"log.level": "debug"})["log.level"] == "debug"
+    assert cfg()["log.level"] == "INFO"
+    with pytest.raises(ConfigError, match="Invalid value LOUD for configuration log.level"):
+        cfg(**{"log.level": "LOUD"})
+
+
+def test_describe_keys_text_lists_every_key_with_type_default_and_doc():
+    text = configmod.describe_keys_text()
+    blocks = {b.split("\n", 1)[0]: b for b in text.strip().split("\n\n")}
+    assert set(configmod.BROKER_CONFIGS) | {"placement.*"} == set(blocks)
+    for name, key in configmod.BROKER_CONFIGS.items():
+        assert key.doc in blocks[name]
+        assert f"Type:         {configmod.ConfigType.NAMES[key.type].lower()}" in blocks[name]
+        assert f"Update Mode:  {key.update_mode}" in blocks[name]
+    assert "Default:      1073741824" in blocks["log.segment.bytes"]
+    assert "Valid Values: [14,...]" in blocks["log.segment.bytes"]
+    assert "Default:      null" in blocks["log.dirs"]

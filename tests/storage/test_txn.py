@@ -507,19 +507,17 @@ def test_compaction_stops_at_first_unstable_offset(tmp_path):
 
 
 def test_dump_log_prints_markers_and_txnindex(tmp_path, capsys):
-    import argparse
-
-    from mpbroker.cli.main import cmd_dump_log
+    from mpbroker.cli.main import main
     log = open_log(tmp_path / "t-0")
     txn(log, 4, 0, [b"a"])
     end(log, 4, commit=False, coordinator_epoch=3)
     seg = log.active_segment
     log.close()
-    assert cmd_dump_log(argparse.Namespace(path=seg.log_path, records=True)) == 0
+    assert main(["dump-log", seg.log_path, "--print-data-log"]) == 0
     out = capsys.readouterr().out
-    assert "isControl: True" in out and "endTxnMarker: ABORT coordinatorEpoch: 3" in out
-    assert cmd_dump_log(argparse.Namespace(path=seg.txn_index_path, records=False)) == 0
-    assert capsys.readouterr().out.strip() == \
+    assert "isControl: true" in out and "endTxnMarker: ABORT coordinatorEpoch: 3" in out
+    assert main(["dump-log", seg.txn_index_path]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == \
         "version: 0 producerId: 4 firstOffset: 0 lastOffset: 1 lastStableOffset: 2"
 
 
