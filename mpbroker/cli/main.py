@@ -55,6 +55,8 @@ def cmd_serve(args) -> int:
     except OSError as e:
         print(f"mpbroker: cannot listen on {host}:{port}: {e}", file=sys.stderr)
         return 2
+    from mpbroker.proctitle import set_title
+    set_title("supervisor")
     return supervisor.run()
 
 
