@@ -140,3 +140,22 @@ def test_endpoint_serves_scrapes_answered_on_the_loop():
         loop.close()
     assert 'kafka_network_requestmetrics_requests_total{request="Produce"} 1.0' in text
     assert asked == [("metrics", True)]
+
+
+def test_dashboard_uses_only_metric_names_the_endpoint_serves():
+    import json
+    import re
+    from pathlib import Path
+    dash = json.loads((Path(__file__).resolve().parents[2] / "conf" /
+                       "grafana-dashboard.json").read_text())
+    used = set()
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            used |= set(re.findall(r"\b((?:kafka|mpbroker)_[a-z_]+)", target["expr"]))
+    for var in dash["templating"]["list"]:
+        used |= set(re.findall(r"\b((?:kafka|mpbroker)_[a-z_]+)", str(var.get("definition", ""))))
+    served = render(ms.Aggregator().families({0: snap(
+        0, 1, produce=(1, 0, 0), topics={"t": [1, 1, 1]}, logs={("t", 0): (1, 0, 1, 1)},
+        committed={("g", "t", 0): 0})}, {"active_controller": 1, "offline_partitions": 0}))
+    names = {name for name, _ in served}
+    assert used and used <= names, used - names
