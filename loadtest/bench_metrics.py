@@ -13,7 +13,8 @@
    Prometheus would, far more often than its usual 15 s) and one without. For each
    record size and acks setting, loadtest.bench_clients' measurement (one producer, then
    one consumer, `--mb` MB through a fresh 1-partition topic). Rounds alternate A B A B.
-   Printed: every round, the medians and the ratio with/without.
+   Printed: every round, the medians and the ratio with/without, and the hook's cost
+   as a share of the metered broker's own mean Produce request time (from its /metrics).
 """
 from __future__ import annotations
 
@@ -122,6 +123,7 @@ def main(argv=None) -> int:
                         results.setdefault((name, size, acks), []).append((pr, co))
                         print(f"{r:>5} {name:>7} {size:>6} {acks:>4} {pr:>13.1f} {co:>13.1f}",
                               flush=True)
+        produce_ms = mean_request_ms(port, "Produce")
     finally:
         scraper.stop.set()
         for p in peers.values():
@@ -140,7 +142,24 @@ def main(argv=None) -> int:
             print(f"{size:>6} {acks:>4} {med['off'][0]:>9.1f} {med['on'][0]:>9.1f} "
                   f"{med['off'][1]:>9.1f} {med['on'][1]:>9.1f}  "
                   f"{med['on'][0] / med['off'][0]:>10.2f}  {med['on'][1] / med['off'][1]:>10.2f}")
+    hook_ms = (metered_ns - bare_ns) / 1e6
+    print(f"# mean Produce request time on the metered broker: {produce_ms:.3f} ms; the hook "
+          f"adds {hook_ms * 1e3:.2f} us = {hook_ms / produce_ms:.2%} of it")
     return 0
+
+
+def mean_request_ms(port: int, api: str) -> float:
+    """The metered broker's own figure: total time / count of `api` requests."""
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    got = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.labels.get("request") == api and s.name.startswith(
+                    "kafka_network_requestmetrics_totaltimems_"):
+                got[s.name.rsplit("_", 1)[1]] = s.value
+    return got["sum"] / got["count"]
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from bisect import bisect_left
 from mpbroker.protocol import api_keys
 from storage.slices import FileSlice
 
+log = logging.getLogger(__name__)
 REQUEST_LOGGER = "kafka.request.logger"
 request_log = logging.getLogger(REQUEST_LOGGER)
 
@@ -241,8 +242,17 @@ def instrument(dispatcher, broker):
     return MeteredDispatcher(dispatcher, metrics, log_on)
 
 
-def snapshot(broker) -> dict:
-    """What the controller's /metrics needs of this worker (plain values only)."""
+def snapshot(broker) -> dict | None:
+    """What the controller's /metrics needs of this worker (plain values only); None
+    (left out of the scrape) if taking it failed: a scrape never breaks the channel."""
+    try:
+        return _snapshot(broker)
+    except Exception:
+        log.exception("metrics snapshot of worker %s", getattr(broker, "worker_id", "?"))
+        return None
+
+
+def _snapshot(broker) -> dict:
     m = getattr(broker, "metrics", None)
     if m is None:
         m = broker.metrics = WorkerMetrics(broker.worker_id)

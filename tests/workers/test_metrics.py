@@ -214,3 +214,10 @@ def test_snapshot_of_real_partitions(tmp_path):
     assert snap["committed"] == {("g", "a", 0): 3}
     assert snap["purgatory"] == {"Produce": 0, "Fetch": 0, "DeleteRecords": 0}
     assert snap["cpu_s"] > 0
+
+
+def test_a_failing_snapshot_is_none_not_an_exception(caplog):
+    broker = SimpleNamespace(worker_id=0, metrics=metrics.WorkerMetrics(0))   # no partitions
+    with caplog.at_level(logging.ERROR):
+        assert metrics.snapshot(broker) is None
+    assert "metrics snapshot of worker 0" in caplog.text
