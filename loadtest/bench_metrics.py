@@ -3,12 +3,13 @@
 
     .venv/bin/python -m loadtest.bench_metrics [--rounds 3] [--mb 32] [--sizes 100,1024]
                                                [--acks 1] [--scrape-s 1] [--calls 200000]
+                                               [--workers 1]
 
 1. Micro: `MeteredDispatcher.dispatch` (workers/metrics.py) around a dispatcher that
    answers at once, against that dispatcher called bare; `--calls` calls each, five
    alternating repeats, the median ns per call and the difference: what each request
    pays for its timing and histogram updates.
-2. Clients: two brokers side by side on 127.0.0.1, one with `metrics.listener` (scraped
+2. Clients: two brokers side by side on 127.0.0.1 (`--workers` workers each), one with `metrics.listener` (scraped
    every `--scrape-s` seconds by a thread of this process while it is measured, as a
    Prometheus would, far more often than its usual 15 s) and one without. For each
    record size and acks setting, loadtest.bench_clients' measurement (one producer, then
@@ -87,6 +88,9 @@ def main(argv=None) -> int:
     ap.add_argument("--acks", default="1")
     ap.add_argument("--scrape-s", type=float, default=1.0)
     ap.add_argument("--calls", type=int, default=200_000)
+    ap.add_argument("--workers", type=int, default=1,
+                    help="num.workers of both brokers (default 1: no cross-worker routing, "
+                         "whose luck of the draw would hide what is measured here)")
     args = ap.parse_args(argv)
 
     bare_ns, metered_ns = micro(args.calls)
@@ -94,9 +98,10 @@ def main(argv=None) -> int:
           f"+{metered_ns - bare_ns:.0f} ns per request")
 
     port = free_port()
-    peers = {"off": MpbrokerPeer(make_workdir("bench-metrics-off-")),
+    common = {"num.workers": args.workers}
+    peers = {"off": MpbrokerPeer(make_workdir("bench-metrics-off-"), dict(common)),
              "on": MpbrokerPeer(make_workdir("bench-metrics-on-"),
-                                {"metrics.listener": f"http://127.0.0.1:{port}"})}
+                                {**common, "metrics.listener": f"http://127.0.0.1:{port}"})}
     for name, peer in peers.items():
         peer.start()
         print(f"# metrics {name}: {peer.describe()} at {peer.bootstrap}")
