@@ -44,6 +44,16 @@ LAG_PROBE_S = 0.5           # how often the loop-lag probe wakes
 PRINCIPAL = "User:ANONYMOUS"   # until the broker authenticates clients
 
 
+# ISR changes of partitions this process leads, applied (IsrShrinksPerSec /
+# IsrExpandsPerSec): [shrinks, expands]; whoever changed it (this leader's AlterPartition
+# or the controller, e.g. removing a dead broker's replica).
+ISR_CHANGES = [0, 0]
+
+
+def isr_changed(shrink: bool) -> None:
+    ISR_CHANGES[0 if shrink else 1] += 1
+
+
 class Histogram:
     """Cumulative-at-render bucket counts: `counts[i]` holds observations <= bounds[i]
     and above bounds[i-1]; the last slot is +Inf."""
@@ -279,7 +289,6 @@ def _snapshot(broker) -> dict:
             for gid, g in list(coord.groups.items()):
                 for tp, rec in list(getattr(g, "offsets", {}).items()):
                     committed[(gid, tp[0], tp[1])] = rec.oam.offset
-    repl = broker.replication
     return {
         "worker": broker.worker_id,
         "pid": os.getpid(),
@@ -296,8 +305,8 @@ def _snapshot(broker) -> dict:
         "leaders": leaders,
         "partitions": len(partitions) + len(followers),
         "under_replicated": under_replicated,
-        "isr_shrinks": getattr(repl, "isr_shrinks", 0),
-        "isr_expands": getattr(repl, "isr_expands", 0),
+        "isr_shrinks": ISR_CHANGES[0],
+        "isr_expands": ISR_CHANGES[1],
         "purgatory": {"Produce": len(broker.produce_purgatory),
                       "Fetch": len(broker.fetch_purgatory),
                       "DeleteRecords": len(broker.delete_records_purgatory)},

@@ -368,8 +368,6 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.following: dict[tuple[str, int], int] = {}     # key -> source broker id
         self._tasks: set[asyncio.Task] = set()
-        self.isr_shrinks = 0        # ISR changes of led partitions the controller accepted
-        self.isr_expands = 0
         self.reload_config(broker.config)
 
     @property
@@ -447,10 +445,6 @@ class ReplicaManager:
             log.info("ISR of %s-%d is now %s (partition epoch %d)", p.topic, p.index,
                      list(state.isr), state.partition_epoch)
             p.pending_isr = None
-            if len(state.isr) < len(p.isr):         # metrics: IsrShrinksPerSec / IsrExpandsPerSec
-                self.isr_shrinks += 1
-            elif len(state.isr) > len(p.isr):
-                self.isr_expands += 1
             if p.update_isr_state(state.isr, state.partition_epoch):
                 self.hw_changed(p)
             return
