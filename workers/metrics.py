@@ -76,9 +76,8 @@ class Histogram:
 class WorkerMetrics:
     """The hot-path counters of one worker."""
 
-    def __init__(self, worker_id: int, clock=time.perf_counter):
+    def __init__(self, worker_id: int):
         self.worker_id = worker_id
-        self.clock = clock
         self.total_time: dict[int, Histogram] = {}     # api key -> ms
         self.queue_time: dict[int, Histogram] = {}     # api key -> ms
         self.connections_created = 0
