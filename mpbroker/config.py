@@ -176,6 +176,32 @@ class GzipLevel(Validator):
         return "[1,...,9] or -1"
 
 
+HTTP_LISTENER_RE = re.compile(r"http://(\[[0-9A-Fa-f:.]+\]|[^:/\[\]\s]*):(\d{1,5})/?")
+
+
+def parse_http_listener(value: str) -> tuple:
+    """'http://127.0.0.1:9644' -> ('127.0.0.1', 9644); an empty host is every interface.
+    Raises ValueError with the reason."""
+    m = HTTP_LISTENER_RE.fullmatch(value.strip())
+    if m is None or int(m.group(2)) > 65535:
+        raise ValueError("expected http://host:port (port 0..65535)")
+    return m.group(1).strip("[]") or "0.0.0.0", int(m.group(2))
+
+
+@dataclass(frozen=True)
+class HttpListener(Validator):
+    """metrics.listener: unset, or http://host:port."""
+    def __call__(self, name, value):
+        if value:
+            try:
+                parse_http_listener(value)
+            except ValueError as e:
+                raise ConfigError.invalid(name, value, str(e)) from None
+
+    def __str__(self):
+        return "http://host:port"
+
+
 def _num(x) -> str:
     return _java_double(x) if isinstance(x, float) else str(x)
 
@@ -354,6 +380,8 @@ _BROKER_TABLE = [
     ("worker.restart.max", I, 10, at_least(0), LOW, RO, "mpbroker: worker deaths within worker.restart.window.ms above which the supervisor stops (crash loop)."),
     ("worker.restart.window.ms", I, 60000, at_least(1), LOW, RO, "mpbroker: the window of worker.restart.max."),
     ("log.level", S, "INFO", ValidString(("CRITICAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG"), case_insensitive=True), MED, RO, "mpbroker: the level of the broker's log (Python logging: CRITICAL, ERROR, WARN or WARNING, INFO, DEBUG; any case). A SIGHUP reload applies a new value at once."),
+    ("metrics.listener", S, None, HttpListener(), MED, RO, "mpbroker: where the Prometheus endpoint /metrics is served (served by the controller process), e.g. http://127.0.0.1:9644. Unset: no metrics."),
+    ("log.requests", B, False, None, LOW, RO, "mpbroker: log one line per request (API, version, client id, principal, partitions, sizes, latency) to the logger kafka.request.logger at DEBUG; that logger at DEBUG does the same."),
     # KIP-848 consumer groups (Kafka's GroupCoordinatorConfig)
     ("group.consumer.session.timeout.ms", I, 45000, at_least(1), MED, RO, "The timeout to detect client failures when using the consumer group protocol."),
     ("group.consumer.heartbeat.interval.ms", I, 5000, at_least(1), MED, RO, "The heartbeat interval given to the members of a consumer group."),

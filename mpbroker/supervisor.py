@@ -82,6 +82,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mpbroker import config as configmod
+from mpbroker import proctitle
 from mpbroker import sdnotify
 
 log = logging.getLogger("mpbroker.supervisor")
@@ -443,6 +444,7 @@ def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, i
     ZooKeeper controller, mpbroker/controller/zk.py) behind `ControllerService`."""
     from mpbroker.controller.embedded import EmbeddedController
     from workers import server
+    proctitle.set_title("controller")
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the supervisor decides when we stop
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
@@ -474,6 +476,19 @@ def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, i
         await service.placement.serve_admin(cfg.admin_socket)
         for wid, sock in channels.workers.items():
             service.add_worker(wid, sock)
+        metrics = None
+        if cfg["metrics.listener"]:
+            from mpbroker.metrics_server import MetricsServer
+            host, port = configmod.parse_http_listener(cfg["metrics.listener"])
+            metrics = MetricsServer(host, port, loop, service.placement.ask_all, ctl)
+            try:
+                metrics.start()
+            except OSError as e:
+                print(f"mpbroker: cannot serve metrics on {cfg['metrics.listener']}: {e}",
+                      file=sys.stderr)
+                service.placement.close()
+                ctl.close()
+                return CONTROLLER_BOOT_ERROR
 
         def on_control(msg):
             if msg["op"] == "worker":
@@ -500,6 +515,8 @@ def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, i
                                                lambda: beat_state[0]))
         await stop.wait()
         beat.cancel()
+        if metrics is not None:
+            metrics.close()
         service.placement.close()
         ctl.close()
         return 0
@@ -556,6 +573,9 @@ class ControllerClient:
             for w in self.workers:
                 if msg.get("what") == "stats":
                     result = w.stats()
+                elif msg.get("what") == "metrics":     # the controller's /metrics
+                    from workers.metrics import snapshot
+                    result = snapshot(w)
             self.notify("worker_reply", (msg["rid"], result))
         elif op == "reply":
             rid = msg["id"]
@@ -703,6 +723,7 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
     from workers import server
     from workers.broker import Broker
     from workers.router import Router
+    proctitle.set_title(f"worker {worker_id}")
     signal.signal(signal.SIGHUP, signal.SIG_IGN)     # reloads come over the control channel
 
     def stop_while_booting(signum, frame):

@@ -129,6 +129,7 @@ class Connection:
             if n == 0:
                 return
             self.bytes_in += n
+            self.read_at = time.perf_counter()      # the request queue time starts (metrics)
             for frame in self.frames.feed(view[:n]):
                 if not self._start_request(frame):
                     return

@@ -42,6 +42,7 @@ from mpbroker.protocol.errors import ErrorCode
 from storage import errors as serr
 from storage.batch import build_control_batch
 from storage.log import Log
+from workers import metrics
 
 CONTROL_BATCH_SIZE = len(build_control_batch(0, 0, 0, True, 0, 0))   # 78 bytes, fixed
 
@@ -196,6 +197,8 @@ class Partition:
         the log end offset (epoch cache entry); follower states are reset (LEO unknown,
         caught up now if in the ISR). True when the high watermark moved."""
         new_epoch = leader_epoch != self.leader_epoch or not self.is_leader
+        if self.is_leader and self.isr and len(isr) != len(self.isr):
+            metrics.isr_changed(shrink=len(isr) < len(self.isr))     # IsrShrinks/ExpandsPerSec
         self.local_id = local_id
         self.leader_id = local_id
         self.replicas = tuple(replicas)
@@ -244,6 +247,8 @@ class Partition:
         watermark moved."""
         if partition_epoch < self.partition_epoch:
             return False
+        if self.is_leader and self.isr and len(isr) != len(self.isr):
+            metrics.isr_changed(shrink=len(isr) < len(self.isr))     # IsrShrinks/ExpandsPerSec
         self.isr = tuple(isr)
         self.partition_epoch = partition_epoch
         if self.pending_isr is not None and set(self.pending_isr) == set(self.isr):

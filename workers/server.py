@@ -17,6 +17,7 @@ import socket
 
 from workers.connection import Connection
 from workers.dispatch import Dispatcher
+from workers import metrics
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class WorkerServer:
         self.broker = broker
         self.sock = listen_sock
         self.max_request_bytes = max_request_bytes
-        self.dispatcher = Dispatcher(broker)
+        self.dispatcher = metrics.instrument(Dispatcher(broker), broker)
         self.connections: set[Connection] = set()
         self.tasks: set[asyncio.Task] = set()
         self.stopping = asyncio.Event()

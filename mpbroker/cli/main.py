@@ -88,6 +88,8 @@ def cmd_serve(args) -> int:
     except OSError as e:
         print(f"mpbroker: cannot listen on {host}:{port}: {e}", file=sys.stderr)
         return 2
+    from mpbroker.proctitle import set_title
+    set_title("supervisor")
     try:
         return supervisor.run()
     finally:
