@@ -408,8 +408,14 @@ class ControllerService:
             return
         if method in ("placement", "placement_applied", "worker_reply"):
             wid = next((w for w, l in self.links.items() if l is link), None)
-            result = (self.placement.on_worker_message(wid, method, msg.get("args", ()))
-                      if self.placement is not None else None)
+            try:
+                result = (self.placement.on_worker_message(wid, method, msg.get("args", ()))
+                          if self.placement is not None else None)
+            except Exception as e:      # never out of the channel's read callback
+                log.warning("controller: %s from worker %s failed", method, wid, exc_info=e)
+                if rid is not None:
+                    self._reply(link, rid, error=_exception_for_wire(e))
+                return
             if rid is not None:
                 self._reply(link, rid, ok=result)
             return
@@ -424,7 +430,10 @@ class ControllerService:
             if asyncio.iscoroutine(result):
                 result = await result
         except Exception as e:
-            log.exception("controller call %s failed", method)
+            # one line here; the worker answers the API's error code for it
+            # (workers/handler_errors.py) and logs the request at INFO only
+            log.warning("controller call %s failed: %s: %s", method, type(e).__name__, e,
+                        exc_info=None if isinstance(e, OSError) or hasattr(e, "code") else e)
             self.push_config_if_changed()
             self._reply(link, rid, error=_exception_for_wire(e))
             return
@@ -564,7 +573,12 @@ class ControllerClient:
                 self._sync[rid] = (msg.get("ok"), msg.get("error"))
             elif not fut.done():
                 if "error" in msg:
-                    fut.set_exception(msg["error"])
+                    err = msg["error"]
+                    try:    # the controller logged it (workers/handler_errors.py)
+                        err.mpbroker_logged_elsewhere = True
+                    except AttributeError:
+                        pass
+                    fut.set_exception(err)
                 else:
                     fut.set_result(msg.get("ok"))
 

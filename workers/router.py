@@ -54,7 +54,9 @@ Mesh messages (`workers/mesh.py` framing):
     owner -> front  {"op": "resp", "id", "body"} | {"op": "resp", "id", "error": str}
     front -> owner  {"op": "complete", "id"}           (Fetch long poll: answer now)
 
-Failure: a part whose owner is unreachable (dead peer, channel closed, or a partition
+Failure: a handler that raises on the owner answers its part's error response (the
+API's error code on that part's partitions, `workers/handler_errors.py`, logged once by
+the owner), which the front merges like any answer. A part whose owner is unreachable (dead peer, channel closed, or a partition
 in transit during a move) is answered by running the *local* handler on it: this worker
 does not own those partitions/coordinators, so the handler answers per partition
 NOT_LEADER_OR_FOLLOWER (or NOT_COORDINATOR for groups), both retriable; clients refresh
@@ -864,6 +866,7 @@ class Router:
             fut.set_result(msg["body"])
 
     def _serve(self, peer: int, msg: dict) -> None:
+        from workers.handler_errors import run_guarded
         from workers.handlers import HANDLERS
         self.served += 1
         self.broker.requests_served += 1
@@ -889,13 +892,13 @@ class Router:
                         p["records"] = memoryview(p["records"]) if isinstance(p["records"], bytearray) \
                             else memoryview(bytearray(p["records"]))
         try:
-            result = HANDLERS[api_key].handle(self.broker, ctx, body)
+            # a failing handler answers its part's error response (handler_errors.py);
+            # only ConnectionAbortedError (a failed acks=0 part) is raised
+            result = run_guarded(HANDLERS[api_key].handle, self.broker, ctx, body)
         except Exception as e:
             if oneway is not None:
                 self._reply(peer, {"op": "resp", "id": rid, "oneway": oneway})
             else:
-                if not isinstance(e, ConnectionAbortedError):
-                    log.exception("serving api %d for worker %d failed", api_key, peer)
                 self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
             return
         if oneway is not None:
@@ -912,9 +915,9 @@ class Router:
             self.serving.pop((peer, rid), None)
             if f.cancelled():
                 self._reply(peer, {"op": "resp", "id": rid, "error": "cancelled"})
-            elif f.exception() is not None:
+            elif f.exception() is not None:     # guarded: only a closing request gets here
                 e = f.exception()
-                log.error("serving api %d for worker %d failed: %r", api_key, peer, e)
+                log.info("serving api %d for worker %d: %r", api_key, peer, e)
                 self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
             else:
                 self._reply(peer, {"op": "resp", "id": rid,
