@@ -345,6 +345,7 @@ _BROKER_TABLE = [
     ("worker.cpu.affinity", B, True, None, MED, RO, "mpbroker: pin each worker process to one CPU."),
     ("admin.socket", S, None, None, LOW, RO, "mpbroker: path of the local admin socket (served by the controller process; `mpbroker placement`). Default: <first log dir>/.mpbroker-admin.sock."),
     ("worker.heartbeat.timeout.ms", I, 30000, at_least(1), MED, RO, "mpbroker: a serving child whose heartbeat is older than this is killed (SIGKILL) and respawned."),
+    ("worker.listener.eviction.ms", I, 3000, at_least(0), MED, RO, "mpbroker: a serving worker whose heartbeat is older than this is taken out of the SO_REUSEPORT listener group (new connections go to the other workers) until it beats again; 0 (or not below worker.heartbeat.timeout.ms) disables it."),
     ("worker.shutdown.timeout.ms", I, 30000, at_least(0), MED, RO, "mpbroker: how long a controlled shutdown waits for the workers before SIGKILL."),
     ("worker.start.timeout.ms", I, 300000, at_least(1), MED, RO, "mpbroker: a worker (first start or respawn) that does not serve within this time of its fork is killed (SIGKILL) and counts as a boot failure."),
     ("worker.boot.max.failures", I, 3, at_least(1), LOW, RO, "mpbroker: boot failures of one worker in a row before the supervisor gives up."),
