@@ -495,6 +495,7 @@ def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, i
         from mpbroker.controller.placement import PlacementManager
         service.placement = PlacementManager(cfg, service)
         await service.placement.serve_admin(cfg.admin_socket)
+        service.placement.start_auto()      # placement.balance.interval.ms
         for wid, sock in channels.workers.items():
             service.add_worker(wid, sock)
 
@@ -579,6 +580,10 @@ class ControllerClient:
             for w in self.workers:
                 if msg.get("what") == "stats":
                     result = w.stats()
+                    router = getattr(w, "router", None)
+                    if router is not None:    # per-partition request counts (balancing)
+                        result["partition_requests"] = [
+                            [t, p, n] for (t, p), n in router.partition_requests.items()]
             self.notify("worker_reply", (msg["rid"], result))
         elif op == "reply":
             rid = msg["id"]

@@ -422,6 +422,10 @@ class Router:
         self._next_id = 0
         self.forwarded = 0          # parts this worker sent to owners
         self.served = 0             # parts this worker ran for fronts
+        # partition-level requests this worker received as the front, per (topic,
+        # partition) whoever owns it: the request-rate input of placement balancing
+        # (mpbroker/controller/balance.py; the controller sums the workers' counts)
+        self.partition_requests: collections.Counter = collections.Counter()
         self.routes = {
             K.PRODUCE: self._route_partitions, K.LIST_OFFSETS: self._route_partitions,
             K.DELETE_RECORDS: self._route_partitions,
@@ -518,6 +522,13 @@ class Router:
         fn = self.routes.get(ctx.api_key)
         if fn is None or not self.active:
             return handle(self.broker, ctx, req)
+        spec = PART_SPECS.get(ctx.api_key)
+        if spec is not None:
+            count = self.partition_requests
+            for t in req.get(spec.req_topics) or ():
+                name = t[spec.req_name]
+                for p in t[spec.req_parts]:
+                    count[(name, p if spec.req_index is None else p[spec.req_index])] += 1
         return fn(ctx, req, handle)
 
     def forward(self, wid: int, ctx, body: dict, keys=None, oneway: bool = False):
@@ -632,6 +643,13 @@ class Router:
         if ctx.api_key == K.OFFSET_FETCH and ctx.api_version >= 8:
             return self._route_group_multi(ctx, req, handle)
         gid = req.get("group_id")
+        if gid:
+            md = self.broker.metadata
+            t = md.topics.get(OFFSETS_TOPIC) if md is not None else None
+            if t is not None and t.partitions:
+                from workers.groups.partitioner import coordinator_partition
+                self.partition_requests[
+                    (OFFSETS_TOPIC, coordinator_partition(gid, len(t.partitions)))] += 1
         return self._to_worker(self.group_owner(gid) if gid else self.me, ctx, req, handle)
 
     def _route_group_multi(self, ctx, req, handle):
@@ -713,6 +731,7 @@ class Router:
             s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
             if s is not None:
                 reads.extend(s.partitions)
+        self.partition_requests.update(reads)
         me = self.me
         if all(self.owner(t, p) == me for t, p in reads):
             return handle(broker, ctx, req)

@@ -18,10 +18,10 @@ import pytest
 
 from mpbroker.metadata.model import MetadataError
 from mpbroker.protocol import api_keys as K
-from mpbroker.protocol import codec, framing
+from mpbroker.protocol import codec
 from mpbroker.protocol.errors import ErrorCode as E
 from storage.errors import CorruptRecordError
-from tests.protocol.test_error_response import STORAGE, Sample, _walk
+from tests.protocol.test_error_response import Sample, _walk
 from workers import dispatch as D
 from workers import handler_errors as HE
 from workers.handlers import HANDLERS, Handler
