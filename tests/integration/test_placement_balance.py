@@ -5,7 +5,8 @@ A skewed load (a confluent-kafka producer and consumer on the two partitions of 
 `balance` reports the imbalance over its threshold and moves exactly one partition (the
 fewest: one move makes the two workers even), the clients see no error and every
 record arrives once, in order; a second `balance` finds nothing to do; `history` lists
-the move; `show --watch` draws the workers' load.
+the move; `show --watch` draws the workers' load. The same load with continuous
+balancing (`placement.balance.interval.ms`): one move by itself, then none.
 """
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ import threading
 import time
 import uuid
 
+import pytest
+
 from tests.integration import broker as h
 from tests.integration.test_multiworker import owners, placement, placement_cli, show
 from tests.integration.test_multiworker import two_workers  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.slow
 
 
 class SkewedLoad:
@@ -113,3 +118,31 @@ def test_balance_moves_the_fewest_partitions_under_load_without_client_errors(tw
     watch = placement_cli(b, "show", "--watch", "--count", "1", "--interval", "0.5")
     assert watch.returncode == 0, watch.stderr
     assert "imbalance" in watch.stdout and "threshold 20%" in watch.stdout, watch.stdout
+
+
+def test_continuous_balancing_moves_once_and_then_holds(two_workers):  # noqa: F811
+    """placement.balance.interval.ms: the controller balances by itself (smoothed
+    loads), once; with the load unchanged it makes no further move (no flapping)."""
+    b = two_workers({"placement.balance.interval.ms": 2000})
+    topic = f"auto-{uuid.uuid4().hex[:8]}"
+    h.create_topic(b.bootstrap, topic, 4)
+    own = owners(show(b), topic)
+    hot = sorted(p for p, w in own.items() if w == 0)
+    load = SkewedLoad(b, topic, hot)
+    load.start()
+    try:
+        deadline = time.monotonic() + 60
+        hist: list = []
+        while time.monotonic() < deadline and not hist:
+            hist = placement(b, "history")
+            time.sleep(0.5)
+        assert [(e["topic"], e["from"], e["to"], e["reason"]) for e in hist] == \
+            [(topic, 0, 1, "auto")], hist
+        time.sleep(8)                       # rounds on an even load: nothing more moves
+        assert placement(b, "history") == hist
+    finally:
+        load.finish()
+    assert not load.errors, load.errors[:5]
+    for p in hot:
+        assert load.read[p] == load.acked[p]
+    assert "placement (auto): moved" in b.log_path.read_text()
