@@ -216,7 +216,8 @@ def cmd_placement(args) -> int:
             for w in out["workers"]:
                 for p in w["partitions"]:
                     print(f"  {p['topic']}-{p['partition']}: worker {w['worker']} "
-                          f"in {_rate(p['bytes_in_per_s'])} out {_rate(p['bytes_out_per_s'])}")
+                          f"in {_rate(p['bytes_in_per_s'])} out {_rate(p['bytes_out_per_s'])} "
+                          f"{p.get('requests_per_s', 0.0):.1f} req/s")
     elif args.action == "move":
         for m in out["moved"]:
             print(f"moved {m['topic']}-{m['partition']} from worker {m['from']} to worker {m['to']}")
