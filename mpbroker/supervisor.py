@@ -26,9 +26,21 @@ from outside the process tree.
 
 Heartbeats: an anonymous shared mmap (`HeartbeatTable`) created before any fork, one
 slot per child: (state, monotonic time of the last beat). A child marks itself READY
-once it serves, then a task on its event loop beats every `timeout/4`. The supervisor
-kills (SIGKILL) a READY child whose beat is older than `worker.heartbeat.timeout.ms`: a
-loop that is blocked or a process that is stopped stops beating. A booting worker does
+once it serves, then a task on its event loop beats every `min(timeout, eviction)/4`
+(at most 1 s). The supervisor kills (SIGKILL) a READY child whose beat is older than
+`worker.heartbeat.timeout.ms`: a loop that is blocked or a process that is stopped stops
+beating.
+
+Listeners: the supervisor makes each worker's client socket (bound with SO_REUSEPORT,
+not listening) before the fork and keeps its own handle of it; the worker calls
+`listen()` once it can serve, which puts it in the kernel's reuseport group. A READY
+worker whose beat is older than `worker.listener.eviction.ms` (3 s; below the heartbeat
+timeout) is taken out of the group: the supervisor `shutdown()`s the shared socket, so
+the kernel hands new connections to the other workers only (connections still queued on
+it are reset and the client reconnects, or with the `net.ipv4.tcp_migrate_req` sysctl
+move to another worker's queue), with a WARNING. When its beats come back the supervisor
+calls `listen()` on it again: it rejoins (INFO). Its own established connections are
+untouched; after `worker.heartbeat.timeout.ms` it is killed as before. A booting worker does
 not beat (log recovery runs before its loop); it is killed when it has not served
 `worker.start.timeout.ms` after its fork (a first start or a respawn alike), which
 counts as a boot failure.
@@ -97,6 +109,7 @@ MULTI_WORKER_ROUTING = True
 
 DEFAULTS_MS = {
     "worker.heartbeat.timeout.ms": 30000,
+    "worker.listener.eviction.ms": 3000,
     "worker.shutdown.timeout.ms": 30000,
     "worker.restart.window.ms": 60000,
 }
@@ -104,6 +117,7 @@ DEFAULT_BOOT_MAX_FAILURES = 3
 DEFAULT_RESTART_MAX = 10
 DEFAULT_START_TIMEOUT_MS = 300000
 SYNC_CALL_TIMEOUT_S = 30.0
+LISTEN_BACKLOG = 1024
 # One ControlledShutdown attempt of the controller process: its request timeout (30 s)
 # and slack; `controlled.shutdown.max.retries` attempts, `retry.backoff.ms` apart.
 CONTROLLED_SHUTDOWN_ATTEMPT_S = 35.0
@@ -409,8 +423,14 @@ class ControllerService:
             return
         if method in ("placement", "placement_applied", "worker_reply"):
             wid = next((w for w, l in self.links.items() if l is link), None)
-            result = (self.placement.on_worker_message(wid, method, msg.get("args", ()))
-                      if self.placement is not None else None)
+            try:
+                result = (self.placement.on_worker_message(wid, method, msg.get("args", ()))
+                          if self.placement is not None else None)
+            except Exception as e:      # never out of the channel's read callback
+                log.warning("controller: %s from worker %s failed", method, wid, exc_info=e)
+                if rid is not None:
+                    self._reply(link, rid, error=_exception_for_wire(e))
+                return
             if rid is not None:
                 self._reply(link, rid, ok=result)
             return
@@ -425,7 +445,10 @@ class ControllerService:
             if asyncio.iscoroutine(result):
                 result = await result
         except Exception as e:
-            log.exception("controller call %s failed", method)
+            # one line here; the worker answers the API's error code for it
+            # (workers/handler_errors.py) and logs the request at INFO only
+            log.warning("controller call %s failed: %s: %s", method, type(e).__name__, e,
+                        exc_info=None if isinstance(e, OSError) or hasattr(e, "code") else e)
             self.push_config_if_changed()
             self._reply(link, rid, error=_exception_for_wire(e))
             return
@@ -474,6 +497,7 @@ def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, i
         from mpbroker.controller.placement import PlacementManager
         service.placement = PlacementManager(cfg, service)
         await service.placement.serve_admin(cfg.admin_socket)
+        service.placement.start_auto()      # placement.balance.interval.ms
         for wid, sock in channels.workers.items():
             service.add_worker(wid, sock)
         metrics = None
@@ -573,6 +597,10 @@ class ControllerClient:
             for w in self.workers:
                 if msg.get("what") == "stats":
                     result = w.stats()
+                    router = getattr(w, "router", None)
+                    if router is not None:    # per-partition request counts (balancing)
+                        result["partition_requests"] = [
+                            [t, p, n] for (t, p), n in router.partition_requests.items()]
                 elif msg.get("what") == "metrics":     # the controller's /metrics
                     from workers.metrics import snapshot
                     result = snapshot(w)
@@ -584,7 +612,12 @@ class ControllerClient:
                 self._sync[rid] = (msg.get("ok"), msg.get("error"))
             elif not fut.done():
                 if "error" in msg:
-                    fut.set_exception(msg["error"])
+                    err = msg["error"]
+                    try:    # the controller logged it (workers/handler_errors.py)
+                        err.mpbroker_logged_elsewhere = True
+                    except AttributeError:
+                        pass
+                    fut.set_exception(err)
                 else:
                     fut.set_result(msg.get("ok"))
 
@@ -687,6 +720,7 @@ class WorkerChannels:
     controller: socket.socket                   # the controller RPC
     peers: dict[int, socket.socket] = field(default_factory=dict)   # worker id -> mesh socket
     on_peer_replaced: Callable[[int, socket.socket], None] | None = None
+    listener: socket.socket | None = None       # bound, not listening (the supervisor's)
 
 
 @dataclass
@@ -750,7 +784,12 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
         broker.on_placement_applied = lambda rev: client.notify(
             "placement_applied", (worker_id, rev))
         client.attach_worker(broker)
-        sock = server.bind_listener(*listen)
+        if channels.listener is not None:
+            sock = channels.listener      # the supervisor keeps a handle (eviction)
+            sock.setblocking(False)
+            sock.listen(LISTEN_BACKLOG)   # now in the reuseport group: we can serve
+        else:
+            sock = server.bind_listener(*listen)
     except Exception as e:
         log.error("worker %d failed to boot: %s", worker_id, e, exc_info=True)
         return WORKER_BOOT_ERROR
@@ -829,6 +868,8 @@ class Child:
     started: float
     ready: bool = False
     killed: str | None = None
+    listener: socket.socket | None = None   # the worker's client socket (shared handle)
+    evicted: float | None = None            # out of the listener group since (monotonic)
 
 
 SIGNAMES = {signal.SIGTERM: "term", signal.SIGINT: "int", signal.SIGHUP: "hup",
@@ -874,6 +915,8 @@ class Supervisor:
         self.pin = bool(cfg["worker.cpu.affinity"])
         self.heartbeat_timeout_s = int_key(cfg, "worker.heartbeat.timeout.ms",
                                            DEFAULTS_MS["worker.heartbeat.timeout.ms"]) / 1000
+        self.eviction_s = int_key(cfg, "worker.listener.eviction.ms",
+                                  DEFAULTS_MS["worker.listener.eviction.ms"]) / 1000
         self.shutdown_timeout_s = int_key(cfg, "worker.shutdown.timeout.ms",
                                           DEFAULTS_MS["worker.shutdown.timeout.ms"]) / 1000
         self.boot_max_failures = int_key(cfg, "worker.boot.max.failures", DEFAULT_BOOT_MAX_FAILURES)
@@ -882,7 +925,8 @@ class Supervisor:
                                         DEFAULTS_MS["worker.restart.window.ms"]) / 1000
         self.start_timeout_s = int_key(cfg, "worker.start.timeout.ms",
                                        DEFAULT_START_TIMEOUT_MS) / 1000
-        self.beat_interval_s = max(0.05, min(1.0, self.heartbeat_timeout_s / 4))
+        self.beat_interval_s = max(0.05, min(1.0, self.heartbeat_timeout_s / 4,
+                                             self.eviction_s / 4 if self.eviction_s else 1.0))
         self.watchdog_s = sdnotify.watchdog_usec() / 2e6
 
     def bind(self, host: str, port: int, adv_host: str, adv_port: int) -> int:
@@ -1107,17 +1151,38 @@ class Supervisor:
                 self._send_fd(other.link, {"op": "peer", "worker": wid}, theirs)
         sup_end, child_end = socket.socketpair()
         self.held.update((sup_end, child_end))
-        channels = WorkerChannels(child_end, controller_end, dict(peers or {}))
+        listener = self.worker_listener()
+        channels = WorkerChannels(child_end, controller_end, dict(peers or {}),
+                                  listener=listener)
         slot = 1 + wid
         self.heartbeats.reset(slot)
-        pid = self._fork(keep={child_end, controller_end, *channels.peers.values()},
+        pid = self._fork(keep={child_end, controller_end, listener, *channels.peers.values()},
                          target=lambda: self._worker_child(wid, channels))
         for s in (child_end, controller_end, *channels.peers.values()):
             self._release(s)
-        child = Child(pid, "worker", wid, slot, Link(sup_end, _ignore), time.monotonic())
+        child = Child(pid, "worker", wid, slot, Link(sup_end, _ignore), time.monotonic(),
+                      listener=listener)
         self.children[pid] = child
         self.by_worker[wid] = child
         log.info("worker %d started (pid %d)", wid, pid)
+
+    def worker_listener(self) -> socket.socket | None:
+        """A worker's client socket: bound to the client port with SO_REUSEPORT, not yet
+        listening (the worker listens once it can serve, so a booting worker is not handed
+        connections). Held here too, so that a stalled worker can be taken out."""
+        if self.reserve is None:
+            return None
+        family = socket.AF_INET6 if ":" in self.listen[0] else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(self.listen)
+        except OSError:
+            sock.close()
+            raise
+        self.held.add(sock)
+        return sock
 
     def _worker_child(self, wid: int, channels: WorkerChannels) -> int:
         if self.pin:
@@ -1199,6 +1264,10 @@ class Supervisor:
             how += f" ({child.killed})"
         self.held.discard(child.link.sock)
         child.link.close()
+        if child.listener is not None:
+            # our handle would keep a dead worker's socket in the group: a black hole
+            self._release(child.listener)
+            child.listener = None
         if child.kind == "controller":
             self.controller = None
             if self.stopping:
@@ -1253,6 +1322,33 @@ class Supervisor:
                                        f"of its start")
             elif now - last > self.heartbeat_timeout_s:
                 self.murder(child, f"no heartbeat for {now - last:.1f}s")
+            elif child.kind == "worker":
+                self.check_listener(child, now, now - last)
+
+    def check_listener(self, child: Child, now: float, age: float) -> None:
+        """A worker beating late leaves the listener group; back when it beats again."""
+        if child.listener is None or not self.eviction_s or self.stopping \
+                or self.eviction_s >= self.heartbeat_timeout_s:
+            return
+        if child.evicted is None and age > self.eviction_s:
+            try:
+                child.listener.shutdown(socket.SHUT_RD)
+            except OSError as e:
+                log.warning("worker %d: taking its listener out failed: %s", child.worker_id, e)
+                return
+            child.evicted = now
+            log.warning("worker %d missed heartbeats for %d ms: taken out of the listener "
+                        "group", child.worker_id, age * 1000)
+        elif child.evicted is not None and age < self.eviction_s:
+            try:
+                child.listener.listen(LISTEN_BACKLOG)
+            except OSError as e:
+                log.warning("worker %d: putting its listener back failed: %s",
+                            child.worker_id, e)
+                return
+            log.info("worker %d beats again after %d ms out of the listener group: back in",
+                     child.worker_id, (now - child.evicted) * 1000)
+            child.evicted = None
 
     def murder(self, child: Child, why: str) -> None:
         child.killed = why
@@ -1333,6 +1429,10 @@ class Supervisor:
         log.info("stopping (%s)", reason or ("graceful" if graceful else "fast"))
         clean = True
         workers = [c for c in self.children.values() if c.kind == "worker"]
+        for c in workers:
+            if c.listener is not None:    # a stopping worker's close leaves the group
+                self._release(c.listener)
+                c.listener = None
         timeout = self.shutdown_timeout_s if graceful else min(5.0, self.shutdown_timeout_s)
         clean &= self._stop_children(workers, signal.SIGTERM if graceful else signal.SIGINT,
                                      timeout, escalate_on_int=graceful)

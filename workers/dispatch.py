@@ -7,7 +7,11 @@ or None when no response is owed (Produce with acks=0).
 
 What closes the connection (as Kafka does): an API key we do not serve, a version outside
 the advertised range (except ApiVersions, which gets the KIP-511 v0 answer), a body that
-does not decode. Everything else is answered.
+does not decode, a failed acks=0 Produce. Everything else is answered: a handler that
+raises (or whose awaitable does), a router part that fails, a body that does not encode
+get the API's error response (`workers/handler_errors.py`), in order with the requests
+pipelined around it. With the router, each part is guarded on its own, so a failing
+owner answers the error for its partitions only.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import inspect
 import logging
 
 from mpbroker.protocol import api_keys, codec, framing
+from workers.handler_errors import answer_failure, guarded, run_guarded
 from workers.handlers import HANDLERS
 
 log = logging.getLogger(__name__)
@@ -48,24 +53,35 @@ class Dispatcher:
             broker.clients.add(conn)
         router = broker.router
         if router is not None and router.active:
-            # partition/coordinator-scoped APIs are split by owner (workers/router.py)
-            result = router.route(ctx, request, entry.handle)
+            # partition/coordinator-scoped APIs are split by owner (workers/router.py);
+            # each part is guarded, and so is the routing itself
+            part = guarded(entry.handle)
+            result = run_guarded(lambda b, c, r: router.route(c, r, part), broker, ctx, request)
         else:
-            result = entry.handle(broker, ctx, request)
+            result = run_guarded(entry.handle, broker, ctx, request)
         if result is None:
             return None
         if inspect.isawaitable(result):
-            return asyncio.ensure_future(self._finish(ctx, result))
-        return self._encode(ctx, result)
+            return asyncio.ensure_future(self._finish(ctx, request, result))
+        return self._encode(ctx, request, result)
 
-    async def _finish(self, ctx, awaitable):
-        body = await awaitable
+    async def _finish(self, ctx, request, awaitable):
+        try:
+            body = await awaitable
+        except (asyncio.CancelledError, ConnectionAbortedError):
+            raise
+        except Exception as e:      # guarded already; a failure of the guard itself
+            body = answer_failure(ctx, request, e)
         if body is None:
             return None
-        return self._encode(ctx, body)
+        return self._encode(ctx, request, body)
 
-    def _encode(self, ctx, body: dict) -> list:
-        chunks = codec.encode_response(ctx.api_key, ctx.api_version, body)
+    def _encode(self, ctx, request, body: dict) -> list:
+        try:
+            chunks = codec.encode_response(ctx.api_key, ctx.api_version, body)
+        except Exception as e:      # a handler answered a body that does not fit the schema
+            chunks = codec.encode_response(ctx.api_key, ctx.api_version,
+                                           answer_failure(ctx, request, e))
         return framing.frame_response(ctx.api_key, ctx.api_version, ctx.correlation_id, chunks)
 
     def _api_versions_fallback(self, ctx) -> list:

@@ -23,7 +23,7 @@ A key `placement.a-1` is read both as "partition 1 of topic a" and as "topic a-1
 lookup tries the partition form first, so it is only ambiguous for a topic literally
 named like another topic's partition; document-level caveat, not worth a syntax.
 
-Pinned partitions (2 and 3) stay where the config puts them: `plan_balance` leaves them
+Pinned partitions (2 and 3) stay where the config puts them: balancing leaves them
 out (their load stays on their worker) and the controller refuses to `move` one, unless
 the operator says `--include-pinned`; a run-time assignment of a pinned partition (made
 with that flag) lasts until the next start, where `reconcile` drops it: the config is
@@ -52,10 +52,18 @@ def default_owner(topic: str, partition: int, num_workers: int) -> int:
     return (stable_hash(topic) + partition) % max(1, num_workers)
 
 
+# `placement.balance.*` are the balancer's settings (mpbroker/config.py), not pins of
+# topics named "balance.*".
+SETTINGS_PREFIX = "balance."
+
+
 def parse_config(placement_cfg: Mapping[str, str]) -> dict[str, int]:
-    """`config.placement` ({"topic": "1", "topic-3": "0"}) -> {key: worker}; bad values skipped."""
+    """`config.placement` ({"topic": "1", "topic-3": "0"}) -> {key: worker}; bad values
+    and the balancer's settings skipped."""
     out = {}
     for key, value in (placement_cfg or {}).items():
+        if key.startswith(SETTINGS_PREFIX):
+            continue
         try:
             w = int(str(value).strip())
         except ValueError:
@@ -123,40 +131,3 @@ class PlacementTable:
         return cls(int(data.get("revision", 0)), int(data.get("num_workers", 1)),
                    {str(k): int(v) for k, v in (data.get("config") or {}).items()},
                    {(str(t), int(p)): int(w) for t, p, w in data.get("assignments") or ()})
-
-
-def plan_balance(loads: Mapping[tuple[str, int], float], table: PlacementTable,
-                 max_moves: int = 64, include_pinned: bool = False) -> dict[tuple[str, int], int]:
-    """Moves that even out the measured load (bytes in + out per second per partition)
-    over the workers: greedy, the heaviest partitions first onto the least loaded worker
-    (LPT scheduling), then only the partitions whose owner changes are returned, at most
-    `max_moves` of them (the biggest gains first). Partitions with no load stay put, and
-    so do those config pins (`table.pinned`) unless `include_pinned`: their load counts
-    on the worker that has them."""
-    n = max(1, table.num_workers)
-    current = {tp: table.owner(*tp) for tp in loads}
-    if n == 1:
-        return {}
-    target_load = [0.0] * n
-    target: dict[tuple[str, int], int] = {}
-    fixed = set() if include_pinned else {tp for tp in loads if table.pinned(*tp) is not None}
-    for tp in fixed:
-        if current[tp] >= 0:
-            target_load[current[tp]] += max(0.0, loads[tp])
-    # Heaviest first; ties keep the current owner (fewer moves).
-    for tp, load in sorted(loads.items(), key=lambda kv: (-kv[1], kv[0])):
-        if load <= 0 or tp in fixed:
-            continue
-        cur = current[tp]
-        best = min(range(n), key=lambda w: (target_load[w], w != cur, w))
-        target[tp] = best
-        target_load[best] += load
-    cur_load = [0.0] * n
-    for tp, load in loads.items():
-        if current[tp] >= 0:
-            cur_load[current[tp]] += load
-    if max(cur_load) - min(cur_load) <= max(target_load) - min(target_load):
-        return {}       # no better than now
-    moves = {tp: w for tp, w in target.items() if w != current[tp]}
-    ranked = sorted(moves, key=lambda tp: -loads[tp])[:max_moves]
-    return {tp: moves[tp] for tp in ranked}

@@ -56,7 +56,9 @@ Mesh messages (`workers/mesh.py` framing):
     owner -> front  {"op": "resp", "id", "body"} | {"op": "resp", "id", "error": str}
     front -> owner  {"op": "complete", "id"}           (Fetch long poll: answer now)
 
-Failure: a part whose owner is unreachable (dead peer, channel closed, or a partition
+Failure: a handler that raises on the owner answers its part's error response (the
+API's error code on that part's partitions, `workers/handler_errors.py`, logged once by
+the owner), which the front merges like any answer. A part whose owner is unreachable (dead peer, channel closed, or a partition
 in transit during a move) is answered by running the *local* handler on it: this worker
 does not own those partitions/coordinators, so the handler answers per partition
 NOT_LEADER_OR_FOLLOWER (or NOT_COORDINATOR for groups), both retriable; clients refresh
@@ -422,6 +424,10 @@ class Router:
         self._next_id = 0
         self.forwarded = 0          # parts this worker sent to owners
         self.served = 0             # parts this worker ran for fronts
+        # partition-level requests this worker received as the front, per (topic,
+        # partition) whoever owns it: the request-rate input of placement balancing
+        # (mpbroker/controller/balance.py; the controller sums the workers' counts)
+        self.partition_requests: collections.Counter = collections.Counter()
         self.routes = {
             K.PRODUCE: self._route_partitions, K.LIST_OFFSETS: self._route_partitions,
             K.DELETE_RECORDS: self._route_partitions,
@@ -519,6 +525,13 @@ class Router:
         fn = self.routes.get(ctx.api_key)
         if fn is None or not self.active:
             return handle(self.broker, ctx, req)
+        spec = PART_SPECS.get(ctx.api_key)
+        if spec is not None:
+            count = self.partition_requests
+            for t in req.get(spec.req_topics) or ():
+                name = t[spec.req_name]
+                for p in t[spec.req_parts]:
+                    count[(name, p if spec.req_index is None else p[spec.req_index])] += 1
         return fn(ctx, req, handle)
 
     def forward(self, wid: int, ctx, body: dict, keys=None, oneway: bool = False):
@@ -633,6 +646,13 @@ class Router:
         if ctx.api_key == K.OFFSET_FETCH and ctx.api_version >= 8:
             return self._route_group_multi(ctx, req, handle)
         gid = req.get("group_id")
+        if gid:
+            md = self.broker.metadata
+            t = md.topics.get(OFFSETS_TOPIC) if md is not None else None
+            if t is not None and t.partitions:
+                from workers.groups.partitioner import coordinator_partition
+                self.partition_requests[
+                    (OFFSETS_TOPIC, coordinator_partition(gid, len(t.partitions)))] += 1
         return self._to_worker(self.group_owner(gid) if gid else self.me, ctx, req, handle)
 
     def _route_group_multi(self, ctx, req, handle):
@@ -719,6 +739,7 @@ class Router:
             s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
             if s is not None:
                 reads.extend(s.partitions)
+        self.partition_requests.update(reads)
         me = self.me
         if all(self.owner(t, p) == me for t, p in reads):
             return handle(broker, ctx, req)
@@ -872,6 +893,7 @@ class Router:
             fut.set_result(msg["body"])
 
     def _serve(self, peer: int, msg: dict) -> None:
+        from workers.handler_errors import run_guarded
         from workers.handlers import HANDLERS
         self.served += 1
         self.broker.requests_served += 1
@@ -897,13 +919,13 @@ class Router:
                         p["records"] = memoryview(p["records"]) if isinstance(p["records"], bytearray) \
                             else memoryview(bytearray(p["records"]))
         try:
-            result = HANDLERS[api_key].handle(self.broker, ctx, body)
+            # a failing handler answers its part's error response (handler_errors.py);
+            # only ConnectionAbortedError (a failed acks=0 part) is raised
+            result = run_guarded(HANDLERS[api_key].handle, self.broker, ctx, body)
         except Exception as e:
             if oneway is not None:
                 self._reply(peer, {"op": "resp", "id": rid, "oneway": oneway})
             else:
-                if not isinstance(e, ConnectionAbortedError):
-                    log.exception("serving api %d for worker %d failed", api_key, peer)
                 self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
             return
         if oneway is not None:
@@ -920,9 +942,9 @@ class Router:
             self.serving.pop((peer, rid), None)
             if f.cancelled():
                 self._reply(peer, {"op": "resp", "id": rid, "error": "cancelled"})
-            elif f.exception() is not None:
+            elif f.exception() is not None:     # guarded: only a closing request gets here
                 e = f.exception()
-                log.error("serving api %d for worker %d failed: %r", api_key, peer, e)
+                log.info("serving api %d for worker %d: %r", api_key, peer, e)
                 self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
             else:
                 self._reply(peer, {"op": "resp", "id": rid,

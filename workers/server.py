@@ -11,6 +11,7 @@ writes the clean-shutdown markers, so the next start skips recovery.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
 import socket
@@ -68,13 +69,23 @@ class WorkerServer:
         self.sock.close()
 
     async def _accept_loop(self, loop) -> None:
+        out = False
         while True:
             try:
                 conn_sock, _ = await loop.sock_accept(self.sock)
             except OSError as e:
+                if e.errno == errno.EINVAL:
+                    # the supervisor took our listener out of the group (we missed
+                    # heartbeats); it calls listen() on it again once we beat
+                    if not out:
+                        log.info("listener out of the group; waiting to be put back")
+                        out = True
+                    await asyncio.sleep(0.05)
+                    continue
                 log.warning("accept failed: %s", e)
                 await asyncio.sleep(0.05)
                 continue
+            out = False
             conn_sock.setblocking(False)
             conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:

@@ -2,7 +2,7 @@
 
     mpbroker serve -c conf/server.properties [--override key=value]...
     mpbroker dump-log FILE... [--print-data-log] [--offsets-decoder] ...   (kafka-dump-log.sh)
-    mpbroker placement show|move|balance -c conf/server.properties [--json] ...
+    mpbroker placement show|move|balance|history -c conf/server.properties [--json] ...
     mpbroker topics|groups|configs|offsets|log-dirs|produce|consume|cluster ...
                                              (admin CLI over the wire: mpbroker/cli/admin.py)
 
@@ -165,12 +165,25 @@ def _rate(v: float) -> str:
 def cmd_placement(args) -> int:
     """show: per worker pid, core, partitions, bytes in/out per second, requests per
     second, CPU % (psutil), purgatory sizes; move TOPIC-PARTITION WORKER: a live move;
-    balance: moves by the measured bytes in/out. Partitions pinned by `placement.*`
-    config are neither moved nor balanced without --include-pinned."""
+    balance: the fewest moves that bring every worker within placement.balance.threshold
+    of the mean load (bytes, requests, CPU); show --watch: live per-worker load; history:
+    the moves made. Partitions pinned by `placement.*` config are neither moved nor
+    balanced without --include-pinned."""
     import json
     from mpbroker import config as configmod
+    from mpbroker.cli import placement_view
     try:
-        if args.action == "show":
+        if args.action == "show" and args.watch:
+            thr = configmod.BrokerConfig.from_file(args.config, args.override)[
+                "placement.balance.threshold"]
+            return placement_view.watch(
+                lambda: _admin_call(args.config, args.override,
+                                    {"cmd": "show", "interval": args.interval},
+                                    args.interval + 15), thr, args.count)
+        if args.action == "history":
+            out = _admin_call(args.config, args.override,
+                              {"cmd": "history", "limit": args.limit}, 15)
+        elif args.action == "show":
             out = _admin_call(args.config, args.override,
                               {"cmd": "show", "interval": args.interval}, args.interval + 15)
         elif args.action == "move":
@@ -190,7 +203,8 @@ def cmd_placement(args) -> int:
         else:
             out = _admin_call(args.config, args.override,
                               {"cmd": "balance", "interval": args.interval,
-                               "dry_run": args.dry_run, "include_pinned": args.include_pinned},
+                               "dry_run": args.dry_run, "include_pinned": args.include_pinned,
+                               "threshold": args.threshold},
                               args.interval + 120)
     except (ConnectionError, ValueError, OSError, configmod.ConfigError) as e:
         print(f"mpbroker: {e}", file=sys.stderr)
@@ -198,7 +212,9 @@ def cmd_placement(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    if args.action == "show":
+    if args.action == "history":
+        print(placement_view.render_history(out))
+    elif args.action == "show":
         print(f"placement revision {out['revision']}, {out['num_workers']} workers, "
               f"rates over {out['interval_s']:g}s")
         print(f"{'worker':>6} {'pid':>7} {'core':>5} {'parts':>5} {'in':>12} {'out':>12} "
@@ -215,7 +231,8 @@ def cmd_placement(args) -> int:
             for w in out["workers"]:
                 for p in w["partitions"]:
                     print(f"  {p['topic']}-{p['partition']}: worker {w['worker']} "
-                          f"in {_rate(p['bytes_in_per_s'])} out {_rate(p['bytes_out_per_s'])}")
+                          f"in {_rate(p['bytes_in_per_s'])} out {_rate(p['bytes_out_per_s'])} "
+                          f"{p.get('requests_per_s', 0.0):.1f} req/s")
     elif args.action == "move":
         for m in out["moved"]:
             print(f"moved {m['topic']}-{m['partition']} from worker {m['from']} to worker {m['to']}")
@@ -225,11 +242,18 @@ def cmd_placement(args) -> int:
     else:
         for m in out["moves"]:
             print(f"{'would move' if args.dry_run else 'move'} {m['topic']}-{m['partition']} "
-                  f"to worker {m['to']}")
+                  f"from worker {m['from']} to worker {m['to']}")
+        if not out["moves"]:
+            print(f"nothing to move: imbalance {out['imbalance_before']:.0%} "
+                  f"(threshold {out['threshold']:.0%})")
         if out.get("pinned_kept"):
             print(f"kept where the config pins them: {', '.join(out['pinned_kept'])}")
-        print("load before (B/s): " + ", ".join(f"w{k}={v:.0f}" for k, v in out["load_before"].items()))
-        print("load after (est.): " + ", ".join(f"w{k}={v:.0f}" for k, v in out["load_after_estimate"].items()))
+        print("load share before: " + ", ".join(
+            f"w{k}={v:.0%}" for k, v in out["load_before"].items())
+            + f" (imbalance {out['imbalance_before']:.0%})")
+        print("load share after (est.): " + ", ".join(
+            f"w{k}={v:.0%}" for k, v in out["load_after_estimate"].items())
+            + f" (imbalance {out['imbalance_after_estimate']:.0%})")
         if "result" in out:
             print(f"unavailable for {out['result']['unavailable_ms']:.1f} ms")
     return 0
@@ -260,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     dump_log_arguments(p)
     p.set_defaults(func=cmd_dump_log)
     p = sub.add_parser("placement", help="show or change which worker owns each partition")
-    p.add_argument("action", choices=("show", "move", "balance"))
+    p.add_argument("action", choices=("show", "move", "balance", "history"))
     p.add_argument("args", nargs="*", help="move: TOPIC-PARTITION WORKER")
     p.add_argument("-c", "--config", required=True, help="the running broker's server.properties")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
@@ -270,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="balance: only print the moves")
     p.add_argument("--include-pinned", action="store_true",
                    help="move/balance: also partitions that placement.* config pins")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="balance: this imbalance instead of placement.balance.threshold")
+    p.add_argument("--watch", action="store_true", help="show: redraw the live load until Ctrl-C")
+    p.add_argument("--count", type=int, default=0, help="show --watch: stop after N screens")
+    p.add_argument("--limit", type=int, default=100, help="history: the newest N moves")
     p.set_defaults(func=cmd_placement)
     from mpbroker.cli.admin import register_all      # topics, groups, configs, ... (admin CLI)
     register_all(sub)

@@ -19,9 +19,21 @@ its children; deviation by design, same single-writer guarantee).
   is dead), the new owner; the move returns when the new owner acknowledged it opened
   the log, with the time the partition was unavailable. Two processes never have the
   same log open.
-* `balance` measures bytes in + out per second per partition over an interval and moves
-  partitions by `workers.placement.plan_balance`. Partitions pinned by `placement.*`
-  config stay put, and `move` refuses them, unless the request says `include_pinned`.
+* `balance` measures, per partition, bytes in + out per second and requests per second
+  (each worker counts the partition-level requests it receives as the front; the counts
+  are summed here), and each worker's CPU seconds per second, over an interval; the
+  decision is `mpbroker.controller.balance.plan` (nothing moves below
+  `placement.balance.threshold`, else the fewest moves found that bring every worker
+  within it). Partitions pinned by `placement.*` config stay put, and `move` refuses
+  them, unless the request says `include_pinned`; partitions moved less than
+  `placement.balance.cooldown.ms` ago stay put too.
+* Continuous balancing (`placement.balance.interval.ms` > 0): every interval a sample
+  over `min(interval, 5 s)` feeds the exponentially weighted averages
+  (`balance.Smoother`), and `plan` runs on them; moves are made like `balance`'s.
+* History: every move (by `move`, `balance` or the continuous balancer) is appended to
+  `<log.dirs[0]>/__mpbroker_metadata/placement-history.jsonl` (one JSON object a line:
+  time_ms, topic, partition, from, to, reason, imbalance before and after, unavailable
+  ms); the file keeps the newest `HISTORY_KEEP` lines. `mpbroker placement history`.
 * CPU % per worker: psutil's `Process(pid).cpu_percent()` over the sampling interval
   (primed at the first sample, read at the second), as the issue asks.
 * The admin endpoint: a Unix socket at `admin.socket` (default
@@ -37,12 +49,15 @@ import logging
 import os
 import time
 
-from workers.placement import IN_TRANSIT, PlacementTable, parse_config, plan_balance
+from mpbroker.controller import balance as B
+from workers.placement import IN_TRANSIT, PlacementTable, parse_config
 
 log = logging.getLogger(__name__)
 
 ACK_TIMEOUT_S = 15.0
 ASK_TIMEOUT_S = 5.0
+HISTORY_KEEP = 1000               # lines of placement-history.jsonl kept
+AUTO_SAMPLE_MAX_S = 5.0           # the continuous balancer's sampling window, at most
 
 
 def _cpu_meters(pids: dict[int, int]) -> dict:
@@ -72,6 +87,23 @@ def _cpu_percent(proc, pid: int) -> float:
         return 0.0
 
 
+def _partition_request_rates(a: dict, b: dict) -> dict:
+    """{(topic, partition): requests/s} summed over the workers (each counts what it
+    received as the front, whoever owns the partition) between stats samples a and b."""
+    out: dict = {}
+    for wid, s2 in b.items():
+        s1 = a.get(wid)
+        if not s1 or s1.get("pid") != s2.get("pid"):
+            continue            # respawned meanwhile: its counters restarted
+        dt = max(1e-6, s2["time"] - s1["time"])
+        before = {(t, p): n for t, p, n in s1.get("partition_requests") or ()}
+        for t, p, n in s2.get("partition_requests") or ():
+            d = n - before.get((t, p), 0)
+            if d > 0:
+                out[(t, p)] = out.get((t, p), 0.0) + d / dt
+    return out
+
+
 def placement_path(log_dir: str) -> str:
     return os.path.join(log_dir, "__mpbroker_metadata", "placement.json")
 
@@ -84,6 +116,10 @@ def unix_path(path: str) -> str:
     d, name = os.path.split(path)
     fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     return f"/proc/self/fd/{fd}/{name}"
+
+
+def history_path(log_dir: str) -> str:
+    return os.path.join(log_dir, "__mpbroker_metadata", "placement-history.jsonl")
 
 
 def load_table(path: str) -> PlacementTable | None:
@@ -131,6 +167,13 @@ class PlacementManager:
         self._lock = asyncio.Lock()
         self.server = None
         self.admin_path = None
+        self.history_path = history_path(cfg.log_dirs[0])
+        self.threshold = float(cfg.get("placement.balance.threshold", 0.2))
+        self.interval_s = int(cfg.get("placement.balance.interval.ms", 0)) / 1000
+        self.cooldown_s = int(cfg.get("placement.balance.cooldown.ms", 300000)) / 1000
+        self.last_moved: dict[tuple[str, int], float] = {}   # monotonic time of the last move
+        self.smoother = B.Smoother()
+        self._auto: asyncio.Task | None = None
 
     # ------------------------------------------------------------ worker messages
     def on_worker_message(self, wid: int | None, method: str, args) -> object:
@@ -208,6 +251,7 @@ class PlacementManager:
         cpu = _cpu_meters({wid: s["pid"] for wid, s in a.items()})
         await asyncio.sleep(max(0.05, interval))
         b = await self.ask_all("stats")
+        req_rate = _partition_request_rates(a, b)
         workers = []
         for wid in sorted(b):
             s2 = b[wid]
@@ -224,6 +268,7 @@ class PlacementManager:
                 rout = (p2["bytes_out"] - p1["bytes_out"]) / dt if p1 else 0.0
                 parts.append({"topic": p2["topic"], "partition": p2["partition"],
                               "bytes_in_per_s": max(0.0, rin), "bytes_out_per_s": max(0.0, rout),
+                              "requests_per_s": req_rate.get((p2["topic"], p2["partition"]), 0.0),
                               "size": p2["size"]})
             workers.append({
                 "worker": wid, "pid": s2["pid"], "cores": s2["cores"],
@@ -234,6 +279,7 @@ class PlacementManager:
                 "requests_per_s": max(0.0, rate("requests")),
                 "served_for_peers_per_s": max(0.0, rate("requests_served")),
                 "cpu_percent": _cpu_percent(cpu.get(wid), s2["pid"]),
+                "cpu_s_per_s": max(0.0, rate("cpu_s")),
                 "purgatory": s2["purgatory"], "fetch_sessions": s2["fetch_sessions"],
                 "connections": s2["connections"]})
         return {"num_workers": self.table.num_workers, "revision": self.table.revision,
@@ -262,7 +308,8 @@ class PlacementManager:
         async with self._lock:
             return await self._move_many({(topic, partition): worker})
 
-    async def _move_many(self, moves: dict) -> dict:
+    async def _move_many(self, moves: dict, reason: str = "move",
+                         decision: dict | None = None) -> dict:
         """Move partitions live: in transit, old owners closed, then new owners opened."""
         old = {tp: self.table.owner(*tp) for tp in moves}
         moves = {tp: w for tp, w in moves.items() if old[tp] != w}
@@ -279,7 +326,16 @@ class PlacementManager:
         for w in sorted(set(moves.values())):
             await self.wait_applied(w, rev)
         done = time.monotonic()
-        log.info("placement: moved %s in %.1f ms",
+        for tp in moves:
+            self.last_moved[tp] = done
+        now_ms = int(time.time() * 1000)
+        self.record([{"time_ms": now_ms, "topic": t, "partition": p, "from": old[(t, p)],
+                      "to": w, "reason": reason,
+                      "imbalance_before": (decision or {}).get("imbalance_before"),
+                      "imbalance_after_estimate": (decision or {}).get("imbalance_after_estimate"),
+                      "unavailable_ms": round((done - t0) * 1000, 3)}
+                     for (t, p), w in moves.items()])
+        log.info("placement (%s): moved %s in %.1f ms", reason,
                  ", ".join(f"{t}-{p} {old[(t, p)]}->{w}" for (t, p), w in moves.items()),
                  (done - t0) * 1000)
         return {"moved": [{"topic": t, "partition": p, "from": old[(t, p)], "to": w}
@@ -287,27 +343,115 @@ class PlacementManager:
                 "unavailable_ms": round((done - t0) * 1000, 3),
                 "close_ms": round((closed - t0) * 1000, 3), "revision": rev}
 
-    async def balance(self, interval: float = 2.0, dry_run: bool = False,
-                      max_moves: int = 64, include_pinned: bool = False) -> dict:
-        s = await self.sample(interval)
-        loads = {}
+    def _balance_input(self, s: dict, include_pinned: bool) -> tuple[B.Sample, set]:
+        """The planner's Sample from a `sample()` result, and the partitions that stay
+        (config pins unless include_pinned, those moved within the cooldown)."""
+        smp = B.Sample(workers=tuple(range(self.table.num_workers)))
         for w in s["workers"]:
+            smp.worker_cpu[w["worker"]] = w.get("cpu_s_per_s", 0.0)
             for p in w["partitions"]:
-                loads[(p["topic"], p["partition"])] = p["bytes_in_per_s"] + p["bytes_out_per_s"]
-        plan = plan_balance(loads, self.table, max_moves, include_pinned)
-        before = {w["worker"]: w["bytes_in_per_s"] + w["bytes_out_per_s"] for w in s["workers"]}
-        after = dict.fromkeys(before, 0.0)
-        for tp, load in loads.items():
-            w = plan.get(tp, self.table.owner(*tp))
-            if w in after:
-                after[w] += load
-        out = {"load_before": before, "load_after_estimate": after,
-               "moves": [{"topic": t, "partition": p, "to": w} for (t, p), w in plan.items()],
-               "pinned_kept": sorted(f"{t}-{p}" for t, p in loads
-                                     if not include_pinned and self.table.pinned(t, p) is not None)}
-        if plan and not dry_run:
+                tp = (p["topic"], p["partition"])
+                smp.partitions[tp] = B.PartitionRates(
+                    p["bytes_in_per_s"] + p["bytes_out_per_s"], p.get("requests_per_s", 0.0))
+                smp.owners[tp] = w["worker"]
+        now = time.monotonic()
+        frozen = {tp for tp, t in self.last_moved.items() if now - t < self.cooldown_s}
+        if not include_pinned:
+            frozen |= {tp for tp in smp.partitions if self.table.pinned(*tp) is not None}
+        return smp, frozen
+
+    def _decide(self, smp: B.Sample, frozen: set, threshold: float, max_moves: int) -> dict:
+        loads = B.partition_loads(smp)
+        before = B.worker_loads(loads, smp.owners, smp.workers)
+        moves = B.plan(loads, smp.owners, smp.workers, threshold, frozen, max_moves)
+        owners = dict(smp.owners)
+        for tp, _, to in moves:
+            owners[tp] = to
+        after = B.worker_loads(loads, owners, smp.workers)
+        return {"threshold": threshold, "imbalance_before": round(B.imbalance(before), 4),
+                "imbalance_after_estimate": round(B.imbalance(after), 4),
+                "load_before": {w: round(v, 4) for w, v in before.items()},
+                "load_after_estimate": {w: round(v, 4) for w, v in after.items()},
+                "moves": [{"topic": t, "partition": p, "from": f, "to": to}
+                          for (t, p), f, to in moves]}
+
+    async def balance(self, interval: float = 2.0, dry_run: bool = False,
+                      max_moves: int = 64, include_pinned: bool = False,
+                      threshold: float | None = None) -> dict:
+        s = await self.sample(interval)
+        smp, frozen = self._balance_input(s, include_pinned)
+        out = self._decide(smp, frozen, self.threshold if threshold is None else threshold,
+                           max_moves)
+        out["pinned_kept"] = sorted(f"{t}-{p}" for t, p in smp.partitions
+                                    if not include_pinned and self.table.pinned(t, p) is not None)
+        if out["moves"] and not dry_run:
             async with self._lock:
-                out["result"] = await self._move_many(plan)
+                out["result"] = await self._move_many(
+                    {(m["topic"], m["partition"]): m["to"] for m in out["moves"]},
+                    reason="balance", decision=out)
+        return out
+
+    # ------------------------------------------------------------ continuous balancing
+    def start_auto(self) -> None:
+        if self.interval_s > 0 and self._auto is None and self.table.num_workers > 1:
+            self._auto = asyncio.get_running_loop().create_task(self._auto_loop())
+            log.info("placement: balancing every %g s above an imbalance of %g",
+                     self.interval_s, self.threshold)
+
+    async def _auto_loop(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.0, self.interval_s - AUTO_SAMPLE_MAX_S))
+            try:
+                await self.auto_step(min(self.interval_s, AUTO_SAMPLE_MAX_S))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:       # a failed round must not end the balancer
+                log.warning("placement: a balancing round failed: %s", e, exc_info=e)
+
+    async def auto_step(self, sample_s: float) -> dict:
+        """One round of the continuous balancer: sample, smooth, plan, move."""
+        s = await self.sample(sample_s)
+        smp, frozen = self._balance_input(s, include_pinned=False)
+        out = self._decide(self.smoother.update(smp), frozen, self.threshold, 64)
+        if out["moves"]:
+            async with self._lock:
+                out["result"] = await self._move_many(
+                    {(m["topic"], m["partition"]): m["to"] for m in out["moves"]},
+                    reason="auto", decision=out)
+        return out
+
+    # ------------------------------------------------------------ history
+    def record(self, entries: list[dict]) -> None:
+        """Append moves to the history file, keeping the newest HISTORY_KEEP lines."""
+        if not entries:
+            return
+        try:
+            os.makedirs(os.path.dirname(self.history_path), exist_ok=True)
+            with open(self.history_path, "a") as f:
+                for e in entries:
+                    f.write(json.dumps(e) + "\n")
+            with open(self.history_path) as f:
+                lines = f.readlines()
+            if len(lines) > 2 * HISTORY_KEEP:
+                tmp = self.history_path + ".tmp"
+                with open(tmp, "w") as f:
+                    f.writelines(lines[-HISTORY_KEEP:])
+                os.replace(tmp, self.history_path)
+        except OSError as e:
+            log.warning("placement history %s: %s", self.history_path, e)
+
+    def history(self, limit: int = 100) -> list[dict]:
+        try:
+            with open(self.history_path) as f:
+                lines = f.readlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines[-max(0, limit):] if limit else lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue        # a line cut by a crash
         return out
 
     # ------------------------------------------------------------ admin socket
@@ -338,10 +482,14 @@ class PlacementManager:
                                                   int(req["worker"]),
                                                   bool(req.get("include_pinned")))}
                 elif cmd == "balance":
+                    thr = req.get("threshold")
                     resp = {"ok": await self.balance(float(req.get("interval", 2.0)),
                                                      bool(req.get("dry_run")),
                                                      int(req.get("max_moves", 64)),
-                                                     bool(req.get("include_pinned")))}
+                                                     bool(req.get("include_pinned")),
+                                                     None if thr is None else float(thr))}
+                elif cmd == "history":
+                    resp = {"ok": self.history(int(req.get("limit", 100)))}
                 elif cmd == "table":
                     resp = {"ok": self.table.to_json()}
                 else:
@@ -356,6 +504,8 @@ class PlacementManager:
             writer.close()
 
     def close(self) -> None:
+        if self._auto is not None:
+            self._auto.cancel()
         if self.server is not None:
             self.server.close()
             if self.admin_path:

@@ -414,3 +414,54 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
     assert len(pings) >= 8, keys[stopping:]
     gaps = [b - a for a, b in zip([t_stop] + pings, pings + [end])]
     assert max(gaps) < 0.6, gaps
+
+
+# ------------------------------------------------------------------ listener eviction
+def test_a_worker_late_on_heartbeats_leaves_the_listener_group_and_rejoins(tmp_path, caplog):
+    """Two workers' sockets in one SO_REUSEPORT group (as worker_listener makes them);
+    check_listener takes the late one out (every new connection then lands on the
+    other) and puts it back once it beats again."""
+    s = sup.Supervisor(cfg_for(tmp_path, num_workers=2), notifier=sup.sdnotify.Notifier(None))
+    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+    try:
+        a, b = s.worker_listener(), s.worker_listener()
+        for sock in (a, b):
+            sock.listen(16)
+            sock.setblocking(False)
+        late = sup.Child(1, "worker", 1, 2, None, 0.0, ready=True, listener=b)
+
+        def landed(n=16):
+            """Which socket accepted each of n new connections."""
+            import select
+            out = []
+            for _ in range(n):
+                c = socket.create_connection(s.listen, timeout=2)
+                ready, _, _ = select.select([a, b], [], [], 2)
+                got = []
+                for sock in ready:          # a shut-down listener is "readable" too
+                    try:
+                        sock.accept()[0].close()
+                    except OSError:         # EINVAL: out of the group
+                        continue
+                    got.append("a" if sock is a else "b")
+                assert len(got) == 1, (ready, got)
+                out.extend(got)
+                c.close()
+            return out
+
+        assert set(landed()) == {"a", "b"}
+        caplog.set_level("INFO", logger="mpbroker.supervisor")
+        s.check_listener(late, now=10.0, age=2.0)           # under 3 s: stays
+        assert late.evicted is None
+        s.check_listener(late, now=10.0, age=3.5)
+        assert late.evicted == 10.0
+        assert "worker 1 missed heartbeats for 3500 ms: taken out of the listener group" \
+            in caplog.text
+        assert landed() == ["a"] * 16
+        s.check_listener(late, now=12.0, age=0.4)           # beats again
+        assert late.evicted is None and "worker 1 beats again after 2000 ms" in caplog.text
+        assert set(landed()) == {"a", "b"}
+    finally:
+        for sock in list(s.held):
+            sock.close()
+        s.reserve.close()

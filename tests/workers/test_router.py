@@ -1,6 +1,7 @@
-"""The router's pure split/merge functions (workers/router.py), and how a front sends
+"""The router's pure split/merge functions (workers/router.py), how a front sends
 another worker's FileSlices (workers/connection.py): only ever the bytes of the file
-the owner read, on real files and a real socket pair."""
+the owner read, on real files and a real socket pair; and an owner whose handler fails
+answering its part with the API's error response."""
 from __future__ import annotations
 
 import asyncio
@@ -255,3 +256,87 @@ def test_idle_file_handles_are_closed(tmp_path, monkeypatch):
         else:
             assert os.readlink(f"/proc/self/fd/{fd}") != sl.path, "handle still open"
     _front(test)
+
+
+# ------------------------------------------------------------ failures on the owner
+class _Link:
+    closed = False
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, msg, raw=()):
+        self.sent.append(msg)
+
+
+class _Broker:
+    requests_served = 0
+    worker_id = 1
+
+
+def _owner_with(monkeypatch, handle):
+    from workers.handlers import HANDLERS, Handler
+    from workers.router import Router
+    h = HANDLERS[K.LIST_OFFSETS]
+    monkeypatch.setitem(HANDLERS, K.LIST_OFFSETS, Handler(handle, h.min_version, h.max_version))
+    r = Router(_Broker())
+    link = r.peers[0] = _Link()
+    return r, link
+
+
+LIST_OFFSETS_PART = {"replica_id": -1, "isolation_level": 0, "topics": [
+    {"name": "a", "partitions": [{"partition_index": 3, "timestamp": -1},
+                                 {"partition_index": 1, "timestamp": -1}]}]}
+
+
+def test_an_owner_whose_handler_raises_answers_its_part_with_the_error(monkeypatch):
+    from mpbroker.protocol.errors import ErrorCode as E
+
+    def boom(broker, ctx, req):
+        raise OSError(5, "Input/output error")
+    r, link = _owner_with(monkeypatch, boom)
+    r._serve(0, {"op": "req", "id": 9, "api_key": K.LIST_OFFSETS, "version": 7,
+                 "body": LIST_OFFSETS_PART, "client_id": "c", "client_host": "h"})
+    (reply,) = link.sent
+    assert reply["id"] == 9 and "error" not in reply
+    (t,) = reply["body"]["topics"]
+    assert [(p["partition_index"], p["error_code"]) for p in t["partitions"]] == \
+        [(3, E.KAFKA_STORAGE_ERROR), (1, E.KAFKA_STORAGE_ERROR)]
+
+
+def test_an_owner_whose_awaitable_fails_answers_its_part_with_the_error(monkeypatch):
+    from mpbroker.protocol.errors import ErrorCode as E
+
+    async def later(broker, ctx, req):
+        await asyncio.sleep(0)
+        raise KeyError("bug")
+
+    async def main():
+        r, link = _owner_with(monkeypatch, later)
+        r._serve(0, {"op": "req", "id": 4, "api_key": K.LIST_OFFSETS, "version": 7,
+                     "body": LIST_OFFSETS_PART, "client_id": "c", "client_host": "h"})
+        for _ in range(20):
+            if link.sent:
+                break
+            await asyncio.sleep(0.01)
+        return link.sent
+    (reply,) = asyncio.run(main())
+    codes = [p["error_code"] for p in reply["body"]["topics"][0]["partitions"]]
+    assert codes == [E.UNKNOWN_SERVER_ERROR] * 2
+
+
+def test_front_counts_partition_level_requests_for_balancing():
+    from workers.router import Router
+
+    class B:
+        worker_id = 0
+        placement = type("P", (), {"num_workers": 2})()
+
+    class Ctx:
+        api_key, api_version = K.LIST_OFFSETS, 7
+
+    r = Router(B())
+    r.routes[K.LIST_OFFSETS] = lambda ctx, req, handle: "routed"
+    assert r.route(Ctx(), LIST_OFFSETS_PART, None) == "routed"
+    assert r.route(Ctx(), LIST_OFFSETS_PART, None) == "routed"
+    assert r.partition_requests == {("a", 3): 2, ("a", 1): 2}
