@@ -63,10 +63,19 @@ def _cases():
             yield key, v
 
 
+# Responses whose version has no error field that an error answer can fill: DescribeLogDirs
+# v0-2 has error codes only per log dir, and its request names no log dir, so Kafka's
+# getErrorResponse answers an empty result list there (the top-level ErrorCode is v3+).
+NO_ERROR_FIELD = {(K.DESCRIBE_LOG_DIRS, v) for v in (0, 1, 2)}
+
+
 def _check(api_key, version, chunks, code):
     cid, resp = _response(api_key, version, chunks)
     assert cid == 7
     errors = list(_walk(codec.RESPONSES[api_key].fields, version, resp, "", []))
+    if (api_key, version) in NO_ERROR_FIELD:
+        assert not errors and resp.get("results") == [], (api_key, version, resp)
+        return
     assert errors, f"{K.NAMES[api_key]} v{version}: no error field answered"
     assert all(value == code for _, _, value in errors), (api_key, version, resp)
 
