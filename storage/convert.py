@@ -103,14 +103,19 @@ def fetch_zstd_refused(config, version: int) -> bool:
 
 # -- produce ---------------------------------------------------------------------------
 
-def prepare_produce(records, version: int, config, now_ms: int):
+def prepare_produce(records, version: int, config, now_ms: int, validate: bool = True):
     """The bytes to hand to Log.append for one partition of a Produce request.
 
-    Every batch is validated (storage/validator.py) first. Returns `records` itself
-    unless the payload is converted or recompressed (then a new writable bytearray).
-    Raises StorageError subclasses (their `code` is the answer).
+    Every batch is validated (storage/validator.py) first, unless `validate` is false
+    (`produce.record.validation.enable=false`, trusted producers: a magic-2 batch that
+    needs no recompression is then passed on after one length read). Returns `records`
+    itself unless the payload is converted or recompressed (then a new writable
+    bytearray). Raises StorageError subclasses (their `code` is the answer).
     """
     check_one_batch(records, version)
+    if not validate and version >= ZSTD_MIN_PRODUCE_VERSION and \
+            getattr(config, "compression_type", PRODUCER) == PRODUCER:
+        return records
     magic = batch_magic(records)
     if magic < 0:
         raise CorruptRecordError("produce payload of %d bytes is not a batch" % len(records))
@@ -131,7 +136,7 @@ def prepare_produce(records, version: int, config, now_ms: int):
             raise UnsupportedCompressionTypeError(
                 "Produce requests with version %d cannot use zstd (v%d+ needed)"
                 % (version, ZSTD_MIN_PRODUCE_VERSION))
-        data = validator.validate_batch(b, rules)
+        data = validator.validate_batch(b, rules) if validate else None
         if ctype != PRODUCER and codec != target_codec(config, codec):
             rebuilt.append(recompress_batch(b, config, data))
         else:

@@ -24,7 +24,8 @@ from mpbroker.protocol import codec, framing
 from storage import codecs
 from storage.batch import HEADER_SIZE, BatchBuilder, crc32c, encode_varint
 from tests.integration import broker as h
-from tests.integration.conftest import broker, make_topic, session_broker  # noqa: F401
+from tests.integration.conftest import (broker, fresh_broker, make_topic,  # noqa: F401
+                                        session_broker)
 
 PRODUCE = 0
 NONE, CORRUPT_MESSAGE, INVALID_TIMESTAMP, INVALID_RECORD = 0, 2, 32, 87
@@ -33,8 +34,15 @@ SERVING = re.compile(rb"worker (\d+) \(pid (\d+)\) serving on")
 BOMB_BYTES = 200 << 20
 
 
-def worker_pids(b) -> set:
-    return set(SERVING.findall(b.log_path.read_bytes()))
+def worker_pids(b) -> dict:
+    """{worker index: pid of its latest start} from the broker's log."""
+    return dict(SERVING.findall(b.log_path.read_bytes()))
+
+
+def assert_workers_not_replaced(b, before: dict) -> None:
+    assert b.is_alive()
+    now = worker_pids(b)
+    assert {w: now.get(w) for w in before} == before, "a worker was replaced"
 
 
 def batch(records, compression=0, timestamp=None) -> bytearray:
@@ -172,6 +180,7 @@ POISONS = [("garbage-varints", garbage_varints, INVALID_RECORD),
 def test_poison_batches_refused_for_every_version(broker, make_topic, wire):
     topic = make_topic()
     pids = worker_pids(broker)
+    assert pids
     ledger = Ledger(wire, topic)
     poisons = [(name, make()) for name, make, _ in POISONS]
     for version in VERSIONS:
@@ -185,12 +194,13 @@ def test_poison_batches_refused_for_every_version(broker, make_topic, wire):
     r0, r1 = wire.produce(7, topic2, {0: poisons[0][1], 1: batch([(b"k", b"v")])})
     assert (r0["error_code"], r1["error_code"], r1["base_offset"]) == (INVALID_RECORD, NONE, 0)
     ledger.consumed(broker)
-    assert worker_pids(broker) == pids and broker.is_alive()
+    assert_workers_not_replaced(broker, pids)
 
 
 def test_decompression_bombs_refused(broker, make_topic, wire):
     topic = make_topic()
     pids = worker_pids(broker)
+    assert pids
     ledger = Ledger(wire, topic)
     gz, zs = gzip_bomb(), zstd_bomb()
     assert len(gz) < 1 << 20 and len(zs) < 1 << 20    # under max.message.bytes
@@ -200,7 +210,7 @@ def test_decompression_bombs_refused(broker, make_topic, wire):
         if version >= 7:                    # zstd needs Produce v7+
             ledger.refused(version, zs, CORRUPT_MESSAGE)
     ledger.consumed(broker)
-    assert worker_pids(broker) == pids and broker.is_alive()
+    assert_workers_not_replaced(broker, pids)
 
 
 def test_keyless_records_on_a_compacted_topic(broker, make_topic, wire):
@@ -241,3 +251,20 @@ def test_the_connection_survives_a_poison(broker, make_topic, wire):
         assert r["error_code"] == INVALID_RECORD
     (r,) = wire.produce(9, topic, {0: batch([(b"k", b"v")])})
     assert (r["error_code"], r["base_offset"]) == (NONE, 0)
+
+
+def test_trusted_producers_can_opt_out(fresh_broker):
+    """produce.record.validation.enable=false: records are not walked (a malformed one
+    is stored as sent), the header and CRC still are."""
+    b = fresh_broker({"produce.record.validation.enable": "false"})
+    topic = h.create_topic(b.bootstrap, "trusted")
+    w = Wire(b.bootstrap)
+    try:
+        (r,) = w.produce(9, topic, {0: garbage_varints()})
+        assert (r["error_code"], r["base_offset"]) == (NONE, 0)
+        bad_crc = bytearray(batch([(b"k", b"v")]))
+        bad_crc[-1] ^= 0xFF
+        (r,) = w.produce(9, topic, {0: bytes(bad_crc)})
+        assert r["error_code"] == CORRUPT_MESSAGE
+    finally:
+        w.close()
