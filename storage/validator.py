@@ -134,9 +134,6 @@ def _walk(data: bytes, count: int, compacted: bool, check_ts: bool, base_ts: int
     high = rules.now_ms + rules.after_max_ms
     varint = decode_varint
     while pos < end:
-        if index == count:
-            raise InvalidRecordError("Incorrect declared batch size, records still remaining "
-                                     "(%d bytes after %d records)" % (end - pos, count))
         b = data[pos]
         if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
@@ -217,7 +214,10 @@ def _walk(data: bytes, count: int, compacted: bool, check_ts: bool, base_ts: int
             if ts != NO_TIMESTAMP and not low <= ts <= high:
                 bad_ts.append((index, ts))
         index += 1
-    if index != count:
+    if index > count:
+        raise InvalidRecordError("Incorrect declared batch size, records still remaining "
+                                 "(%d records, the header says %d)" % (index, count))
+    if index < count:
         raise InvalidRecordError("Incorrect declared batch size, premature EOF reached "
                                  "(%d records, the header says %d)" % (index, count))
     return keyless, bad_ts
