@@ -14,6 +14,14 @@ times (median of ROUNDS rounds, CPU us per batch):
 
 and prints validation MB/s (uncompressed record bytes per second), validation us per
 MB, and the ratios validate/append and produce/append.
+
+    .venv/bin/python -m loadtest.bench_validate --e2e [--rounds 3] [--mb 16]
+
+runs the real broker twice side by side instead (one worker each), with the defaults
+and with `produce.record.validation.enable=false`, and measures confluent-kafka
+produce throughput (loadtest/bench_clients.py: linger.ms=5, batch.size=1 MiB, acks=1,
+no compression) for 100 B and 1 KiB records, rounds alternating A B; prints every
+round, the medians and the ratio validated/trusted.
 """
 import os
 import statistics
@@ -99,12 +107,7 @@ def case(value_size: int, codec: int, seconds: float, tmp: str) -> dict:
     return out
 
 
-def main():
-    import argparse
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("seconds", nargs="?", type=float, default=6.0,
-                    help="seconds per case (default 6)")
-    seconds = ap.parse_args().seconds
+def micro(seconds: float) -> None:
     print(f"{'values':>6} {'codec':>5} {'batch B':>7} {'recs':>4} {'validate us':>11} "
           f"{'append us':>9} {'produce us':>10} {'valid. MB/s':>11} {'us/MB':>7} "
           f"{'val/app':>7} {'prod/app':>8}")
@@ -117,6 +120,51 @@ def main():
                       f"{r['validate']:>11.1f} {r['append']:>9.1f} {r['produce']:>10.1f} "
                       f"{mbs:>11.0f} {1e6 / mbs:>7.0f} {r['validate'] / r['append']:>7.2f} "
                       f"{r['produce'] / r['append']:>8.2f}", flush=True)
+
+
+def e2e(rounds: int, mb: float) -> None:
+    from loadtest.bench_clients import measure
+    from loadtest.peers import MpbrokerPeer, make_workdir
+
+    common = {"num.workers": "1"}
+    peers = {}
+    try:
+        for name, extra in (("validated", {}),
+                            ("trusted", {"produce.record.validation.enable": "false"})):
+            peers[name] = MpbrokerPeer(make_workdir(f"bench-validate-{name}-"),
+                                       {**common, **extra}).start()
+            print(f"# {name}: {peers[name].describe()}")
+        results = {}
+        print(f"{'round':>5} {'peer':>9} {'size':>6} {'produce MB/s':>13}")
+        for r in range(1, rounds + 1):
+            for size in (100, 1024):
+                for name, peer in peers.items():
+                    mbs, _ = measure(peer, size, "1", mb)
+                    results.setdefault((name, size), []).append(mbs)
+                    print(f"{r:>5} {name:>9} {size:>6} {mbs:>13.1f}", flush=True)
+        print("\n# medians: size, validated MB/s, trusted MB/s, validated/trusted")
+        for size in (100, 1024):
+            v = statistics.median(results[("validated", size)])
+            t = statistics.median(results[("trusted", size)])
+            print(f"{size:>6} {v:>10.1f} {t:>10.1f} {v / t:>8.2f}")
+    finally:
+        for p in peers.values():
+            p.stop()
+
+
+def main():
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("seconds", nargs="?", type=float, default=6.0,
+                    help="seconds per micro-benchmark case (default 6)")
+    ap.add_argument("--e2e", action="store_true", help="produce through the real broker")
+    ap.add_argument("--rounds", type=int, default=3, help="--e2e rounds (default 3)")
+    ap.add_argument("--mb", type=float, default=16.0, help="--e2e MB per measurement")
+    args = ap.parse_args()
+    if args.e2e:
+        e2e(args.rounds, args.mb)
+    else:
+        micro(args.seconds)
 
 
 if __name__ == "__main__":

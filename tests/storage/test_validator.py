@@ -248,6 +248,18 @@ def test_every_single_byte_corruption_of_the_records_region():
     assert accepted > 0                             # key/value bytes are free-form
 
 
+@pytest.mark.parametrize("codec", [codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD])
+def test_every_single_byte_corruption_of_a_compressed_stream(codec):
+    buf = build([(b"key", b"value" * 5, (("h", b"v"),), NOW), (None, b"x" * 70, (), NOW + 1)],
+                compression=codec)
+    for pos in range(HEADER_SIZE, len(buf)):
+        for value in {0x00, 0x01, 0x7F, 0x80, 0xFF, buf[pos] ^ 0x01, buf[pos] ^ 0x80}:
+            if value != buf[pos]:
+                bad = bytearray(buf)
+                bad[pos] = value
+                _consistent_or_refused(recrc(bad))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=200)),
                           st.one_of(st.none(), st.binary(max_size=300)),
