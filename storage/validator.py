@@ -46,9 +46,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from storage import codecs
-from storage.batch import (COMPRESSION_MASK, HEADER_SIZE, TIMESTAMP_TYPE_MASK,
-                           DEFAULT_MAX_UNCOMPRESSED_BYTES, NO_TIMESTAMP, RecordBatch,
-                           decode_varint, decode_varlong)
+from storage.batch import (COMPRESSION_MASK, DEFAULT_MAX_UNCOMPRESSED_BYTES, HEADER_SIZE,
+                           NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, RecordBatch, decode_varint,
+                           decode_varlong)
 from storage.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
 
 LONG_MAX = 2**63 - 1
