@@ -20,8 +20,10 @@ MB, and the ratios validate/append and produce/append.
 runs the real broker twice side by side instead (one worker each), with the defaults
 and with `produce.record.validation.enable=false`, and measures confluent-kafka
 produce throughput (loadtest/bench_clients.py: linger.ms=5, batch.size=1 MiB, acks=1,
-no compression) for 100 B and 1 KiB records, rounds alternating A B; prints every
-round, the medians and the ratio validated/trusted.
+no compression) for 100 B and 1 KiB records, and the CPU time the broker's processes
+used per MB produced (from /proc: robust on a shared box, where throughput is not),
+rounds alternating A B; prints every round, the medians and the ratios
+validated/trusted.
 """
 import os
 import statistics
@@ -122,9 +124,27 @@ def micro(seconds: float) -> None:
                       f"{r['produce'] / r['append']:>8.2f}", flush=True)
 
 
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds (user + system) used so far by the live processes of a process group
+    (the broker's supervisor, controller and workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue                    # exited meanwhile
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def e2e(rounds: int, mb: float) -> None:
-    from loadtest.bench_clients import measure
-    from loadtest.peers import MpbrokerPeer, make_workdir
+    from loadtest.bench_clients import delete_topic, produce
+    from loadtest.peers import MpbrokerPeer, create_topic, make_workdir
 
     common = {"num.workers": "1"}
     peers = {}
@@ -135,18 +155,31 @@ def e2e(rounds: int, mb: float) -> None:
                                        {**common, **extra}).start()
             print(f"# {name}: {peers[name].describe()}")
         results = {}
-        print(f"{'round':>5} {'peer':>9} {'size':>6} {'produce MB/s':>13}")
+        print(f"{'round':>5} {'peer':>9} {'size':>6} {'produce MB/s':>13} {'broker CPU ms/MB':>17}")
         for r in range(1, rounds + 1):
             for size in (100, 1024):
                 for name, peer in peers.items():
-                    mbs, _ = measure(peer, size, "1", mb)
-                    results.setdefault((name, size), []).append(mbs)
-                    print(f"{r:>5} {name:>9} {size:>6} {mbs:>13.1f}", flush=True)
-        print("\n# medians: size, validated MB/s, trusted MB/s, validated/trusted")
+                    count = max(1000, int(mb * 1e6 / size))
+                    topic = f"bench-validate-{size}-{r}"
+                    create_topic(peer.bootstrap, topic)
+                    try:
+                        cpu0 = group_cpu_s(peer.proc.pid)
+                        seconds = produce(peer.bootstrap, topic, size, count, "1")
+                        cpu = group_cpu_s(peer.proc.pid) - cpu0
+                    finally:
+                        delete_topic(peer.bootstrap, topic)
+                    volume = count * size / 1e6
+                    row = (volume / seconds, cpu * 1e3 / volume)
+                    results.setdefault((name, size), []).append(row)
+                    print(f"{r:>5} {name:>9} {size:>6} {row[0]:>13.1f} {row[1]:>17.1f}",
+                          flush=True)
+        print("\n# medians: size, MB/s validated, trusted, ratio; "
+              "broker CPU ms/MB validated, trusted, ratio")
         for size in (100, 1024):
-            v = statistics.median(results[("validated", size)])
-            t = statistics.median(results[("trusted", size)])
-            print(f"{size:>6} {v:>10.1f} {t:>10.1f} {v / t:>8.2f}")
+            v = [statistics.median(x[i] for x in results[("validated", size)]) for i in (0, 1)]
+            t = [statistics.median(x[i] for x in results[("trusted", size)]) for i in (0, 1)]
+            print(f"{size:>6} {v[0]:>8.1f} {t[0]:>8.1f} {v[0] / t[0]:>6.2f}   "
+                  f"{v[1]:>8.1f} {t[1]:>8.1f} {v[1] / t[1]:>6.2f}")
     finally:
         for p in peers.values():
             p.stop()
