@@ -133,6 +133,7 @@ def _walk(data: bytes, count: int, compacted: bool, check_ts: bool, base_ts: int
     low = rules.now_ms - rules.before_max_ms
     high = rules.now_ms + rules.after_max_ms
     varint = decode_varint
+    od2 = 0                                     # zig-zag of `index`, while one byte
     while pos < end:
         b = data[pos]
         if b < 0x80:
@@ -149,15 +150,14 @@ def _walk(data: bytes, count: int, compacted: bool, check_ts: bool, base_ts: int
             raise InvalidRecordError("Invalid record size %d at record %d (%d bytes left)"
                                      % (length, index, end - pos))
         pos += 1                                # attributes: unused
-        b = data[pos]                           # timestamp delta
-        if b < 0x80:
-            ts_delta = (b >> 1) ^ -(b & 1)
+        ts_pos = pos                            # timestamp delta: decoded if checked
+        if data[pos] < 0x80:
             pos += 1
         else:
-            ts_delta, pos = decode_varlong(data, pos, record_end)
+            _, pos = decode_varlong(data, pos, record_end)
         b = data[pos]                           # offset delta: must be `index`
         if b < 0x80:
-            if b != index << 1:
+            if b != od2:
                 raise InvalidRecordError("Record %d has offset delta %d"
                                          % (index, (b >> 1) ^ -(b & 1)))
             pos += 1
@@ -209,8 +209,9 @@ def _walk(data: bytes, count: int, compacted: bool, check_ts: bool, base_ts: int
             raise InvalidRecordError("Invalid record size: expected to read %d bytes in record "
                                      "payload, but instead read %d"
                                      % (length, length - (record_end - pos)))
+        od2 += 2
         if check_ts:
-            ts = base_ts + ts_delta
+            ts = base_ts + decode_varlong(data, ts_pos, record_end)[0]
             if ts != NO_TIMESTAMP and not low <= ts <= high:
                 bad_ts.append((index, ts))
         index += 1
