@@ -10,7 +10,8 @@ Checks, in order, and the error each one answers (Kafka's codes):
 
 * the header: framing, magic, CRC-32C, codec id, count == last offset delta + 1 > 0,
   no control batch, a sequence with a producer id (`RecordBatch.validate(from_client=
-  True)`): CORRUPT_MESSAGE for framing/CRC, INVALID_RECORD for the header rules;
+  True)`): CORRUPT_MESSAGE for framing/CRC (and for an uncompressed batch whose count
+  cannot fit its size, 7 bytes a record at least), INVALID_RECORD for the header rules;
 * a compressed body decompresses with the declared codec into at most
   `max_uncompressed_bytes` (a decompression bomb is refused once that many bytes came
   out, never inflated whole; storage/codecs.py bounds every decoder): CORRUPT_MESSAGE

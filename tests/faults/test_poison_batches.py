@@ -71,9 +71,9 @@ def garbage_varints() -> bytes:
     return with_body(good, bytes(body))
 
 
-def wrong_count() -> bytes:
+def wrong_count(count=4) -> bytes:
     good = batch([(b"k%d" % i, b"v%d" % i) for i in range(3)])
-    return with_body(good, bytes(good[HEADER_SIZE:]), count=4)
+    return with_body(good, bytes(good[HEADER_SIZE:]), count=count)
 
 
 def bad_gzip() -> bytes:
@@ -174,6 +174,9 @@ class Ledger:
 
 POISONS = [("garbage-varints", garbage_varints, INVALID_RECORD),
            ("wrong-count", wrong_count, INVALID_RECORD),
+           # a count the records region cannot hold (7 bytes a record at least) is
+           # refused by the header check already, as a framing error
+           ("count-1000", lambda: wrong_count(1000), CORRUPT_MESSAGE),
            ("bad-gzip", bad_gzip, CORRUPT_MESSAGE)]
 
 
