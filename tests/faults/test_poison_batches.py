@@ -6,8 +6,9 @@ librdkafka, kcat, aiokafka; v8: the first with `record_errors`; v9: kafka-python
 first flexible one; v10), carrying batches whose CRC is right but whose records are
 not: garbage varints, a record count that disagrees with the records, a bad gzip
 stream, decompression bombs, keyless records on a compacted topic, a record timestamp
-out of bounds.  After each one the log end offset has not moved (the next good batch
-gets the next offset), a real consumer reads every good record, and no worker was
+out of bounds; and magic-1 message sets in Produce v2 with a bad CRC, a keyless record
+or a stale timestamp.  After each one the log end offset has not moved (the next good
+batch gets the next offset), a real consumer reads every good record, and no worker was
 replaced.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 import zstandard
 
 from mpbroker.protocol import codec, framing
-from storage import codecs
+from storage import codecs, legacy
 from storage.batch import HEADER_SIZE, BatchBuilder, crc32c, encode_varint
 from tests.integration import broker as h
 from tests.integration.conftest import (broker, fresh_broker, make_topic,  # noqa: F401
@@ -271,3 +272,25 @@ def test_trusted_producers_can_opt_out(fresh_broker):
         assert r["error_code"] == CORRUPT_MESSAGE
     finally:
         w.close()
+
+
+def test_old_format_message_sets_follow_the_same_rules(broker, make_topic, wire):
+    """Produce v2 carrying magic-1 message sets (converted to v2 batches): a bad CRC,
+    a keyless record on a compacted topic, a stale timestamp."""
+    now = int(time.time() * 1000)
+    compacted = make_topic(config={"cleanup.policy": "compact",
+                                   "message.timestamp.before.max.ms": "3600000"})
+    ledger = Ledger(wire, compacted)
+    ledger.good(2)
+    good = legacy.build_message_set([(0, now, b"k", b"v")], 1)
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 0xFF
+    ledger.refused(2, bytes(bad_crc), CORRUPT_MESSAGE)
+    for codec in (codecs.NONE, codecs.GZIP):
+        keyless = legacy.build_message_set([(0, now, b"k", b"v"), (1, now, None, b"v")], 1,
+                                           codec)
+        ledger.refused(2, keyless, INVALID_RECORD)
+        stale = legacy.build_message_set([(0, now, b"k", b"v"),
+                                          (1, now - 86_400_000, b"k2", b"v")], 1, codec)
+        ledger.refused(2, stale, INVALID_TIMESTAMP)
+    ledger.consumed(broker)
