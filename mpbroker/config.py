@@ -293,6 +293,7 @@ _BROKER_TABLE = [
     ("log.message.timestamp.difference.max.ms", L, LONG_MAX, at_least(0), MED, CW, "[Deprecated] Maximum difference between the broker's timestamp and the message's timestamp."),
     ("log.message.timestamp.before.max.ms", L, LONG_MAX, at_least(0), MED, CW, "Maximum allowed time a message timestamp may be earlier than the broker's timestamp."),
     ("log.message.timestamp.after.max.ms", L, LONG_MAX, at_least(0), MED, CW, "Maximum allowed time a message timestamp may be later than the broker's timestamp."),
+    ("produce.record.validation.enable", B, True, None, LOW, RO, "mpbroker: check every record of a produced magic-2 batch as Kafka's LogValidator does (structure, count, decompression, per-record timestamps). false: for trusted producers only; the header, CRC-32C and compacted-topic keys are still checked, a malformed record is stored as sent."),
     ("log.message.downconversion.enable", B, True, None, LOW, CW, "Whether down-conversion of message formats is enabled to satisfy consume requests."),
     ("log.preallocate", B, False, None, MED, CW, "Preallocate the file on disk when creating a new log segment."),
     ("message.max.bytes", I, 1024 * 1024 + 12, at_least(0), HIGH, CW, "The largest record batch size allowed (after compression if compression is enabled)."),

@@ -465,9 +465,12 @@ class RecordBatch:
         _U32.pack_into(self._buf, CRC_OFFSET, self.compute_crc())
 
     # records
-    def records(self, max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES
-                ) -> Iterator[Record]:
-        """Decode the records (decompressing the whole body first, capped in size)."""
+    def records(self, max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
+                data=None) -> Iterator[Record]:
+        """Decode the records (decompressing the whole body first, capped in size).
+
+        `data`: the records region already decompressed (storage/validator.py returns
+        it), so that a batch is decompressed once."""
         self._check_frame()
         if self.magic != MAGIC:
             raise CorruptRecordError("unsupported magic %d in a v2 batch view" % self.magic)
@@ -477,7 +480,9 @@ class RecordBatch:
             raise InvalidRecordError("invalid record count %d" % record_count)
         body = self._buf[HEADER_SIZE:self.size]
         codec = attributes & COMPRESSION_MASK
-        if codec == codecs.NONE:
+        if data is not None:
+            pass
+        elif codec == codecs.NONE:
             data = bytes(body)
         else:
             data = codecs.decompress(codec, body, max_uncompressed_bytes)

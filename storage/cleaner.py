@@ -37,9 +37,9 @@ at a time) and returns, keeping its place, so the worker's event loop can interl
 appends and fetches; appends never wait for a whole pass.  If retention or truncation
 removes a segment that a pass is working on, the pass is abandoned and restarts.
 
-Uncleanable logs.  The produce hot path does not walk records (storage/convert.py),
-so a batch whose records contradict its header (a wrong count inside a compressed
-batch, say) is first found here.  Such a log is marked uncleanable, as in Kafka's
+Uncleanable logs.  Produce validates every record (storage/validator.py), but a
+batch written before that or copied by a follower may still contradict its header
+(a wrong count inside a compressed batch, say); such a batch is found here.  Such a log is marked uncleanable, as in Kafka's
 LogCleanerManager: the pass is abandoned (its `.cleaned` output deleted) and the
 error logged once.  Kafka leaves it uncleanable until the partition moves or the
 broker restarts; here it is retried after `backoff_ms`, doubled after each failure in

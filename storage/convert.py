@@ -33,83 +33,33 @@ cannot read zstd) when it is the first batch (after converted ones, the output j
 stops there). A partial trailing batch is dropped; the output stops after the batch
 that reaches `max_bytes` (at least one batch is always converted).
 
-Validation depth on the produce hot path: the decision
-------------------------------------------------------
-Measured with `loadtest/bench_formats.py` (a real Partition/Log in a temp directory,
-one ~16 KiB batch of 100 records per append, best of 5 rounds, CPython 3.11 on a shared
-2-core dev box whose load stayed at 3-5 during the runs: treat +-30% as noise).
-"before" is `BENCH_BASELINE=1` (Partition.append alone, the code before this module),
-"after" goes through `prepare_produce` as the produce handler now does:
-
-==================================================  ===========  ===========
-case (us per batch)                                 before       after
-==================================================  ===========  ===========
-v2 none, compression.type=producer                  39.8 - 46    35.1 - 38.6
-v2 lz4, compression.type=producer                   37.7 - 41    35.1 - 36.5
-v2 zstd, compression.type=producer                  33.0 - 38    28.5 - 32.6
-v2 none, LogAppendTime (header rewrite + CRC)       45.5 - 52    40.1 - 41.7
-v2 lz4, LogAppendTime                               37.5 - 52    38.9 - 45.1
-prepare_produce() alone on that hot path            --           0.2 - 0.3
-v2 lz4, cleanup.policy=compact (key walk)           489 - 708    560 - 796
-v2 lz4 -> topic compression.type=zstd (recompress)  --           1295 - 1435
-v1 none -> v2 (conversion)                          --           995 - 1430
-v1 gzip -> v2 (conversion)                          --           1683 - 2032
-v0 snappy -> v2 (conversion)                        --           939 - 1752
-RecordBatch.validate(), header + CRC-32C only       1.8 - 3.0 (none / lz4 / zstd)
-RecordBatch.validate(deep=True), records walked     462 - 605 (none / lz4 / zstd)
-==================================================  ===========  ===========
-
-Walking the records of a batch costs ~5 us per record in Python: 10-15x the whole
-append (header, CRC-32C, offsets, pwrite into the segment), 200x the header + CRC check.
-So the hot path validates the header and the CRC always, and the records only where
-Kafka needs to look inside:
-
-* conversion of v0/v1 message sets (every message and inner message is decoded and
-  CRC-32-checked anyway), and LogAppendTime on old formats (the converted batch gets
-  it in its header; no per-record rewrite is needed in v2);
-* recompression to a topic `compression.type` (the batch is decoded and rebuilt;
-  a malformed record gives INVALID_RECORD / CORRUPT_MESSAGE);
-* compacted topics: every record must have a key (INVALID_RECORD with one
-  `record_errors` entry per keyless record, done by Log.append in one walk).
-
-v2 batches from magic-2 clients with compression.type=producer on a non-compacted
-topic, compressed or not, CreateTime or LogAppendTime, do no per-record work:
-`prepare_produce` returns the request buffer untouched after one config lookup and
-one length read (`check_one_batch`; 0.2-0.3 us; the before/after difference of the
-append itself is within the noise).  What the hot path does check, from the 61-byte
-header alone (Log.append):
-
-* framing, magic 2, CRC-32C, the codec id, record count = last offset delta + 1 > 0,
-  no control batch, a sequence with a producer id, `max.message.bytes`, exactly one
-  batch per partition;
-* timestamps, on a CreateTime topic: the topic's `message.timestamp.type` wins over
-  the batch's attribute bit (a client's LogAppendTime bit is reset to CreateTime in
-  place, CRC recomputed, as Kafka's LogValidator does), and the before/after bounds
-  are checked on `max_timestamp` and on `base_timestamp` (the first record's);
-  on a LogAppendTime topic the broker writes the time in the header.
-
-What that leaves unchecked, unlike Kafka's LogValidator: the inner structure of
-records whose batch CRC matched (record count, offset deltas, varint framing: the CRC
-covers them, so only the client that wrote them suffers), and the timestamps of
-records other than the first (a record between base and max, or below base through a
-negative delta, is not bounds-checked).  The header fields are trusted as stated:
-ListOffsets by timestamp, the time index, retention.ms and segment.ms rolls read
-`max_timestamp`; compaction, fetch and recovery read base offset + last offset delta
-and the record count.  A batch whose records contradict its header is found only by
-the code that walks records (compaction, down-conversion, timestamp lookups): that
-code answers a storage error for the partition instead of crashing, and compaction
-marks the partition uncleanable for a while (storage/cleaner.py).
+Validation on the produce path
+------------------------------
+Every magic-2 batch a producer sends is validated by storage/validator.py before
+`Log.append` (header, CRC-32C, decompression within `MAX_UNCOMPRESSED_BYTES`, the
+structure of every record, keys on compacted topics, per-record timestamps), as
+Kafka's LogValidator does; the records region it returns (decompressed once) is what
+a recompression to the topic's `compression.type` rebuilds from. A v0/v1 message set
+is parsed whole by storage/legacy.py (CRC-32 of every message, wrapper and inner;
+framing: CORRUPT_MESSAGE; inner magic or nested compression: INVALID_RECORD) and its
+records go through the same per-record rules (`validator.validate_legacy_records`:
+keys, v1 timestamps, INVALID_RECORD / INVALID_TIMESTAMP with `record_errors`) before
+conversion.  The cost per record and per MB is in loadtest/RESULTS.md
+(`python -m loadtest.bench_validate`).  Code that reads stored batches (fetch,
+compaction, down-conversion, recovery) still answers a storage error for a batch
+whose records contradict its header (written before this validation, or by a
+follower) instead of crashing.
 """
 from __future__ import annotations
 
 import struct
 from typing import Optional
 
-from storage import codecs, legacy
+from storage import codecs, legacy, validator
 from storage.batch import (BATCH_LENGTH_OFFSET, DEFAULT_MAX_UNCOMPRESSED_BYTES,
-                           LOG_OVERHEAD, MAGIC, NO_TIMESTAMP, BatchBuilder, RecordBatch,
+                           LOG_OVERHEAD, MAGIC, BatchBuilder, RecordBatch,
                            batch_magic, iter_batches)
-from storage.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+from storage.errors import (CorruptRecordError, InvalidRecordError,
                             MessageTooLargeError, StorageError,
                             UnsupportedCompressionTypeError)
 
@@ -145,14 +95,6 @@ def compression_level(config, codec: int) -> Optional[int]:
     return level
 
 
-def timestamp_bounds(config) -> tuple[int, int]:
-    """(before, after) max ms: the newer bounds, else message.timestamp.difference.max.ms."""
-    diff = getattr(config, "message_timestamp_difference_max_ms", LONG_MAX)
-    before = getattr(config, "message_timestamp_before_max_ms", LONG_MAX)
-    after = getattr(config, "message_timestamp_after_max_ms", LONG_MAX)
-    return (diff if before == LONG_MAX else before, diff if after == LONG_MAX else after)
-
-
 def fetch_zstd_refused(config, version: int) -> bool:
     """Kafka: a fetcher before v10 gets UNSUPPORTED_COMPRESSION_TYPE on a zstd topic."""
     return version < ZSTD_MIN_FETCH_VERSION and \
@@ -161,26 +103,31 @@ def fetch_zstd_refused(config, version: int) -> bool:
 
 # -- produce ---------------------------------------------------------------------------
 
-def prepare_produce(records, version: int, config, now_ms: int):
+def prepare_produce(records, version: int, config, now_ms: int, validate: bool = True):
     """The bytes to hand to Log.append for one partition of a Produce request.
 
-    Returns `records` itself on the hot path (see the module docstring), else a new
-    writable bytearray. Raises StorageError subclasses (their `code` is the answer).
+    Every batch is validated (storage/validator.py) first, unless `validate` is false
+    (`produce.record.validation.enable=false`, trusted producers: a magic-2 batch that
+    needs no recompression is then passed on after one length read). Returns `records`
+    itself unless the payload is converted or recompressed (then a new writable
+    bytearray). Raises StorageError subclasses (their `code` is the answer).
     """
     check_one_batch(records, version)
-    ctype = getattr(config, "compression_type", PRODUCER)
-    if version >= ZSTD_MIN_PRODUCE_VERSION and ctype == PRODUCER:
-        return records                                  # the hot path: nothing more
+    if not validate and version >= ZSTD_MIN_PRODUCE_VERSION and \
+            getattr(config, "compression_type", PRODUCER) == PRODUCER:
+        return records
     magic = batch_magic(records)
     if magic < 0:
         raise CorruptRecordError("produce payload of %d bytes is not a batch" % len(records))
+    rules = validator.rules_for(config, now_ms, MAX_UNCOMPRESSED_BYTES)
     if magic < MAGIC:
         if version >= 3:
             raise InvalidRecordError("Produce requests with version %d are only allowed to "
                                      "contain record batches with magic version 2" % version)
-        return convert_legacy(records, config, now_ms)
+        return convert_legacy(records, config, now_ms, rules)
+    ctype = getattr(config, "compression_type", PRODUCER)
     batches = list(iter_batches(records))
-    rebuild = False
+    rebuilt = []
     for b in batches:
         if b.magic != MAGIC:
             return records                              # Log.append refuses it
@@ -189,17 +136,21 @@ def prepare_produce(records, version: int, config, now_ms: int):
             raise UnsupportedCompressionTypeError(
                 "Produce requests with version %d cannot use zstd (v%d+ needed)"
                 % (version, ZSTD_MIN_PRODUCE_VERSION))
+        data = validator.validate_batch(b, rules) if validate else None
         if ctype != PRODUCER and codec != target_codec(config, codec):
-            rebuild = True
-    if not rebuild:
+            rebuilt.append(recompress_batch(b, config, data))
+        else:
+            rebuilt.append(None)
+    if not any(r is not None for r in rebuilt):
         return records
-    return bytearray(b"".join(recompress_batch(b, config) for b in batches))
+    return bytearray(b"".join(bytes(b.buffer) if r is None else r
+                              for b, r in zip(batches, rebuilt)))
 
 
 def check_one_batch(records, version: int) -> None:
     """A magic-2 payload holds exactly one batch (Kafka: ProduceRequest.validateRecords
     for v3+, LogValidator's "more than one batch" check for every version), else
-    INVALID_RECORD.  One length field is read: the hot path stays O(1).  Trailing bytes
+    INVALID_RECORD.  One length field is read.  Trailing bytes
     that are not a whole second batch are refused the same way (Kafka trims a partial
     one silently; Log.append would answer CORRUPT_MESSAGE)."""
     if batch_magic(records) != MAGIC:
@@ -212,8 +163,11 @@ def check_one_batch(records, version: int) -> None:
                                              len(records) - LOG_OVERHEAD - batch_length))
 
 
-def recompress_batch(batch: RecordBatch, config) -> bytes:
-    """One client v2 batch rebuilt with the topic's codec (header + CRC checked first)."""
+def recompress_batch(batch: RecordBatch, config, data=None) -> bytes:
+    """One client v2 batch rebuilt with the topic's codec (header + CRC checked first).
+
+    `data`: its records region as storage/validator.py returned it (not decompressed
+    again)."""
     batch.validate(from_client=True)
     codec = target_codec(config, batch.compression)
     if codec == batch.compression:
@@ -228,7 +182,7 @@ def recompress_batch(batch: RecordBatch, config) -> bytes:
                            is_transactional=batch.is_transactional,
                            partition_leader_epoch=h.partition_leader_epoch)
     count = 0
-    for count, r in enumerate(batch.records(MAX_UNCOMPRESSED_BYTES), 1):
+    for count, r in enumerate(batch.records(MAX_UNCOMPRESSED_BYTES, data), 1):
         if r.offset != h.base_offset + count - 1:
             raise InvalidRecordError("record offset delta %d, expected %d"
                                      % (r.offset - h.base_offset, count - 1))
@@ -252,21 +206,16 @@ def _check_entry_sizes(buf, max_message_bytes: int) -> None:
         pos += LOG_OVERHEAD + size
 
 
-def convert_legacy(records, config, now_ms: int) -> bytearray:
+def convert_legacy(records, config, now_ms: int, rules=None) -> bytearray:
     """A magic 0/1 message set from a producer as one v2 batch (offsets 0..n-1)."""
     buf = bytes(records)
     _check_entry_sizes(buf, getattr(config, "max_message_bytes", LONG_MAX))
     items = list(legacy.iter_records(buf, MAX_UNCOMPRESSED_BYTES))
     if not items:
         raise InvalidRecordError("message set holds no records")
-    if not getattr(config, "log_append_time", False):
-        before, after = timestamp_bounds(config)
-        for r in items:
-            ts = r.timestamp
-            if r.magic > 0 and ts != NO_TIMESTAMP and r.timestamp_type == 0 and (
-                    now_ms - ts > before or ts - now_ms > after):
-                raise InvalidTimestampError("timestamp %d of a v1 message is out of range at %d"
-                                            % (ts, now_ms))
+    if rules is None:
+        rules = validator.rules_for(config, now_ms, MAX_UNCOMPRESSED_BYTES)
+    validator.validate_legacy_records(items, rules)
     codec = target_codec(config, items[-1].codec)
     builder = BatchBuilder(0, compression=codec,
                            compression_level=compression_level(config, codec))

@@ -74,9 +74,15 @@ class RecordBatchTooLargeError(StorageError):
 
 
 class InvalidTimestampError(StorageError):
-    """INVALID_TIMESTAMP (32): out of `message.timestamp.*.max.ms` bounds."""
+    """INVALID_TIMESTAMP (32): out of `message.timestamp.*.max.ms` bounds.
+
+    `record_errors` as for InvalidRecordError (storage/validator.py fills it)."""
 
     code = 32
+
+    def __init__(self, message="", record_errors=()):
+        super().__init__(message)
+        self.record_errors = list(record_errors)
 
 
 class InvalidRequestError(StorageError):

@@ -619,8 +619,8 @@ class Log:
 
         Leader appends to a CreateTime topic: the topic's type wins over the batch's
         attribute bit (a client cannot skip the timestamp check by setting
-        LogAppendTime), and the bounds are checked on the header's timestamps only
-        (storage/convert.py, "Validation depth")."""
+        LogAppendTime), and the bounds are checked on the header's timestamps (each
+        record's were checked by storage/validator.py on the produce path)."""
         c = self.config
         if total > c.segment_bytes:
             raise RecordBatchTooLargeError(f"{total} bytes exceed segment.bytes {c.segment_bytes}")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from storage import codecs, convert, legacy
-from storage.batch import BatchBuilder, build_control_batch, iter_batches
+from storage.batch import BatchBuilder, build_control_batch, crc32c, iter_batches
 from storage.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
                             MessageTooLargeError, StorageError, UnsupportedCompressionTypeError)
 from storage.log import Log, LogConfig
@@ -241,6 +241,45 @@ def test_v2_payload_must_hold_exactly_one_batch(version, ctype):
         convert.prepare_produce(memoryview(one + one[:20]), version, cfg, NOW)  # torn 2nd
     out = convert.prepare_produce(memoryview(one), version, cfg, NOW)
     assert records_of(out) == records_of(one)
+
+
+def _garbage_varints(compression=codecs.NONE):
+    """A batch whose CRC is right but whose first record's offset delta is 6 bytes long."""
+    good = bytearray(BatchBuilder().append(b"k", b"v", timestamp=NOW)
+                     .append(b"k2", b"v2", timestamp=NOW).build())
+    body = bytearray(good[61:])
+    body[3:9] = b"\xff" * 6
+    body = codecs.compress(compression, bytes(body))
+    out = bytearray(good[:61]) + body
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">h", out, 21, compression)
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+    return memoryview(bytes(out))
+
+
+@pytest.mark.parametrize("ctype", ["producer", "zstd"])
+@pytest.mark.parametrize("version", [3, 7, 9])
+def test_every_record_is_validated_unless_opted_out(version, ctype):
+    cfg = LogConfig(compression_type=ctype)
+    for compression in (codecs.NONE, codecs.LZ4):
+        bad = _garbage_varints(compression)
+        with pytest.raises(InvalidRecordError, match="invalid record structure"):
+            convert.prepare_produce(bad, version, cfg, NOW)
+        if ctype == "producer" and version >= 7:    # trusted producers: passed on as sent
+            assert convert.prepare_produce(bad, version, cfg, NOW, validate=False) is bad
+
+
+def test_recompression_decompresses_once(monkeypatch):
+    batch = BatchBuilder(compression=codecs.LZ4)
+    for i in range(10):
+        batch.append(b"k%d" % i, b"v" * 100, timestamp=NOW)
+    raw = batch.build()
+    calls = []
+    real = codecs.decompress
+    monkeypatch.setattr(codecs, "decompress", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    out = convert.prepare_produce(memoryview(raw), 9, LogConfig(compression_type="zstd"), NOW)
+    assert calls == [codecs.LZ4]
+    assert records_of(out) == records_of(raw)
 
 
 def test_zstd_needs_produce_v7():

@@ -9,8 +9,11 @@ for bad acks (INVALID_REQUIRED_ACKS on every partition).
 
 Record formats (storage/convert.py): v0-v2 may carry magic 0/1 message sets, converted
 to one v2 batch; v3-v6 may not use zstd; a topic compression.type other than
-`producer` recompresses. Compacted topics answer INVALID_RECORD with one record error
-per keyless record (v8+ `record_errors`).
+`producer` recompresses. Every record is validated first as Kafka's LogValidator does
+(storage/validator.py; `produce.record.validation.enable=false` skips the record walk
+of magic-2 batches): CORRUPT_MESSAGE / INVALID_RECORD / INVALID_TIMESTAMP for the
+partition, with `record_errors` (v8+) for keyless records on a compacted topic and
+out-of-bounds timestamps, and nothing appended.
 
 Transactional batches (attribute bit 4): a request carrying one without a
 `transactional_id` gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition
@@ -62,9 +65,11 @@ def append_one(broker, topic: str, index: int, records, version: int, transactio
             f"The size of the current ISR {list(p.isr)} is insufficient to satisfy the "
             f"min.isr requirement of {p.min_isr}")), None, -1
     try:
-        # v0-v2 magic 0/1 sets are converted, batches recompressed to the topic's
-        # compression.type; magic-2 batches of v7+ clients pass untouched (storage/convert.py)
-        info = p.append(convert.prepare_produce(records, version, p.log.config, broker.clock()))
+        # every record validated (storage/validator.py), v0-v2 magic 0/1 sets converted,
+        # batches recompressed to the topic's compression.type (storage/convert.py)
+        info = p.append(convert.prepare_produce(
+            records, version, p.log.config, broker.clock(),
+            broker.config.get("produce.record.validation.enable", True)))
     except serr.StorageError as e:
         rec_errors = [{"batch_index": i, "batch_index_error_message": m}
                       for i, m in getattr(e, "record_errors", None) or ()]
