@@ -18,7 +18,9 @@ must be able to read them before it knows which versions the broker speaks).
 `FrameReader` splits a byte stream into frames, like h11's reader: feed it what the
 socket gave, get complete frames back; a size prefix that is negative or above
 `max_bytes` (`socket.request.max.bytes`) raises FrameTooLarge as soon as the prefix
-is seen, so an incomplete frame never buffers more than the cap.
+is seen, so an incomplete frame never buffers more than the cap. Memory follows the
+bytes that arrived, never the size a prefix declares: a 5-byte header announcing
+100 MB costs 5 bytes until the 100 MB are actually sent.
 """
 from __future__ import annotations
 
@@ -181,13 +183,15 @@ class FrameReader:
     """Incremental frame splitter: `feed(data) -> [memoryview frame, ...]`.
 
     Frames are returned without their size prefix, as views over buffers that no later
-    feed changes (the caller may keep them): small frames over immutable bytes, a frame
-    larger than BIG_FRAME that arrives in pieces over a bytearray of its own, filled
-    piece by piece (one copy per byte instead of accumulate + cut) and writable, so the
-    log assigns offsets in place without copying the batch again. Bytes of an
-    incomplete frame stay buffered (at most max_bytes + 4).
+    feed changes (the caller may keep them; `feed` never keeps a view of `data`, so the
+    caller may reuse its read buffer): small frames over immutable bytes, a frame
+    larger than BIG_FRAME that arrives in pieces over a bytearray of its own, grown as
+    its bytes arrive (one copy per byte instead of accumulate + cut; never allocated at
+    the declared size up front) and writable, so the log assigns offsets in place
+    without copying the batch again. Bytes of an incomplete frame stay buffered (at
+    most max_bytes + 4, and never more than arrived).
     """
-    __slots__ = ("max_bytes", "_buf", "_big", "_big_got")
+    __slots__ = ("max_bytes", "_buf", "_big", "_big_size")
 
     BIG_FRAME = 64 * 1024
 
@@ -195,12 +199,12 @@ class FrameReader:
         self.max_bytes = max_bytes
         self._buf = bytearray()
         self._big: bytearray | None = None     # a large frame being filled
-        self._big_got = 0
+        self._big_size = 0                     # ... and the size its prefix declared
 
     @property
     def buffered(self) -> int:
         """Bytes held for an incomplete frame."""
-        return len(self._buf) + (self._big_got + 4 if self._big is not None else 0)
+        return len(self._buf) + (len(self._big) + 4 if self._big is not None else 0)
 
     def _split(self, src) -> tuple[list[tuple[int, int]], int]:
         spans = []
@@ -221,11 +225,10 @@ class FrameReader:
         out: list[memoryview] = []
         if self._big is not None:
             mv = data if isinstance(data, memoryview) else memoryview(data)
-            big, got = self._big, self._big_got
-            take = min(len(big) - got, len(mv))
-            big[got:got + take] = mv[:take]
-            self._big_got = got + take
-            if self._big_got < len(big):
+            big = self._big
+            take = min(self._big_size - len(big), len(mv))
+            big += mv[:take]
+            if len(big) < self._big_size:
                 return out
             self._big = None
             out.append(memoryview(big))
@@ -258,15 +261,13 @@ class FrameReader:
         return out
 
     def _maybe_big(self) -> None:
-        """The buffered partial frame is large: move it to a bytearray of its size."""
+        """The buffered partial frame is large: move its bytes so far to a bytearray of
+        its own, which later feeds extend (bytearray growth is amortized)."""
         buf = self._buf
         if len(buf) < 4:
             return
         size = _i.unpack_from(buf, 0)[0]
         if size <= self.BIG_FRAME or len(buf) - 4 >= size:
             return
-        big = bytearray(size)
-        have = len(buf) - 4
-        big[:have] = buf[4:]
-        self._big, self._big_got = big, have
+        self._big, self._big_size = bytearray(memoryview(buf)[4:]), size
         buf.clear()

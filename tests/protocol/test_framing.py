@@ -151,3 +151,19 @@ def test_frame_reader_large_frame_size_capped():
     reader = framing.FrameReader(max_bytes=100000)
     with pytest.raises(FrameTooLarge):
         reader.feed(i(100001) + b"x" * 10)
+
+
+def test_frame_reader_memory_follows_arrived_bytes_not_declared_size():
+    """A prefix declaring 100 MB holds what arrived, not 100 MB (issue #15 item 3)."""
+    declared = 100 * 1024 * 1024
+    reader = framing.FrameReader()
+    assert reader.feed(i(declared) + b"z" * 70000) == []       # past BIG_FRAME: own buffer
+    assert reader.buffered == 70004
+    assert reader._big is not None and len(reader._big) == 70000
+    for _ in range(3):
+        assert reader.feed(b"z" * 1000) == []
+    assert reader.buffered == 73004
+    assert len(reader._big) < 2 * 73000          # grown by arrivals (amortized), not declared
+    small = framing.FrameReader()
+    small.feed(i(declared) + b"q")
+    assert small.buffered == 5 and len(small._big) == 1
