@@ -667,6 +667,7 @@ class WorkerChannels:
     controller: socket.socket                   # the controller RPC
     peers: dict[int, socket.socket] = field(default_factory=dict)   # worker id -> mesh socket
     on_peer_replaced: Callable[[int, socket.socket], None] | None = None
+    connections: Any = None     # workers/connection_quotas.ConnectionTable (shared counts)
 
 
 @dataclass
@@ -775,7 +776,8 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
             loop.create_task(heartbeat_loop(heartbeats, 1 + worker_id, heartbeat_interval_s))
 
         return await server.run(broker, sock, cfg["socket.request.max.bytes"],
-                                on_ready=ready, grace_s=grace_s)
+                                on_ready=ready, grace_s=grace_s,
+                                connection_table=channels.connections, worker_id=worker_id)
 
     try:
         return asyncio.run(main())
@@ -840,6 +842,7 @@ class Supervisor:
         self.advertised = ("127.0.0.1", 0)
         self.held: set[socket.socket] = set()      # channel ends this process holds
         self.heartbeats: HeartbeatTable | None = None
+        self.connection_table = None    # max.connections* counts of every worker
         self.last_watchdog = 0.0
         self.pipe: tuple[int, int] | None = None
 
@@ -901,6 +904,8 @@ class Supervisor:
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
         self.heartbeats = HeartbeatTable(1 + self.num_workers)
+        from workers.connection_quotas import ConnectionTable
+        self.connection_table = ConnectionTable(self.num_workers)
         self.install_signals()
         self.notifier.status("starting")
         try:
@@ -1086,9 +1091,12 @@ class Supervisor:
                 self._send_fd(other.link, {"op": "peer", "worker": wid}, theirs)
         sup_end, child_end = socket.socketpair()
         self.held.update((sup_end, child_end))
-        channels = WorkerChannels(child_end, controller_end, dict(peers or {}))
+        channels = WorkerChannels(child_end, controller_end, dict(peers or {}),
+                                  connections=self.connection_table)
         slot = 1 + wid
         self.heartbeats.reset(slot)
+        if self.connection_table is not None:
+            self.connection_table.reset(wid)      # a dead worker's connections are gone
         pid = self._fork(keep={child_end, controller_end, *channels.peers.values()},
                          target=lambda: self._worker_child(wid, channels))
         for s in (child_end, controller_end, *channels.peers.values()):
