@@ -68,6 +68,8 @@ MAX_IN_FLIGHT = 128  # requests per connection started but not yet answered
 MAX_FILES = 64       # open segment handles per connection (slices of other workers)
 FILE_IDLE_S = 30.0   # a handle unused this long is closed (see the module docstring)
 DELETED_SUFFIX = ".deleted"     # storage/segment.py: a retired segment's name
+MUTED_CHECK_S = 0.2  # a muted connection looks whether its client left this often
+TCP_ESTABLISHED = 1  # tcp_info.tcpi_state (linux/tcp_states.h)
 
 
 class ReadBuffer:
@@ -136,8 +138,8 @@ class Connection:
             await self._read_loop()
         except (ConnectionError, OSError):
             pass
-        except framing.FrameTooLarge as e:
-            log.info("closing %s: %s", self.client_host, e)
+        except framing.FrameTooLarge as e:      # socket.request.max.bytes (Kafka: WARN)
+            log.warning("closing %s: %s", self.client_host, e)
         except Exception:  # a bug of ours, never the client's bytes killing the worker
             log.exception("connection %s failed", self.client_host)
         finally:
@@ -187,9 +189,11 @@ class Connection:
             if not room:
                 self.muted = True             # KIP-72: no reads until memory is released
                 try:
-                    await self._wait(pool.wait())
+                    await self._wait_muted()
                 finally:
                     self.muted = False
+                if self._peer_gone():
+                    return                    # its bytes go back to the pool on close
                 continue
             try:
                 n = self.sock.recv_into(rb.view, room)
@@ -207,6 +211,25 @@ class Connection:
                 if not self._start_request(frame, size):
                     return
             # what feed kept of an incomplete frame stays charged to the connection
+
+    async def _wait_muted(self) -> None:
+        """Wait for room in the pool, or MUTED_CHECK_S: a muted connection does not read,
+        so it looks at its TCP state now and then to let a client that left go (else
+        its partial frame would hold pool memory until connections.max.idle.ms)."""
+        fut = self.pool.wait()
+        timer = self.loop.call_later(MUTED_CHECK_S, lambda: fut.done() or fut.set_result(None))
+        try:
+            await self._wait(fut)
+        finally:
+            timer.cancel()
+
+    def _peer_gone(self) -> bool:
+        """The client closed or reset (TCP state no longer ESTABLISHED), without a read."""
+        try:
+            state = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+        except OSError:
+            return False          # not TCP (a socket pair in tests)
+        return state != TCP_ESTABLISHED
 
     def _release(self, n: int) -> None:
         n = min(n, self.charged)

@@ -57,5 +57,7 @@ class MemoryPool:
             fut.set_result(None)
         else:
             self.muted_total += 1
+            if len(self._waiters) > 256:      # futures a caller gave up on (timeouts)
+                self._waiters = [w for w in self._waiters if not w.done()]
             self._waiters.append(fut)
         return fut
