@@ -67,7 +67,7 @@ FINAL_EPOCH = -1
 MAX_EPOCH = 2**31 - 1
 EVICTION_MS = 120_000          # Kafka: MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
 SESSION_BYTES = 1024           # a session without partitions (object, dict, ids)
-PARTITION_BYTES = 320          # one CachedPartition, its key tuple and its dict entry
+PARTITION_BYTES = 360          # one CachedPartition, its key tuple and its dict entry
 DEFAULT_MAX_BYTES = 128 * 1024 * 1024
 
 
