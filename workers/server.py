@@ -91,7 +91,12 @@ class WorkerServer:
         self.idle_closed = 0
 
     def _config(self):
-        cfg = getattr(self.broker, "config", None)
+        """The broker's config with its dynamic layers (AlterConfigs: `max.connections*`
+        are cluster-wide dynamic keys), as the controller pushed it; else the static one."""
+        current = getattr(getattr(self.broker, "controller", None), "broker_config", None)
+        cfg = current() if current is not None else None
+        if cfg is None:
+            cfg = getattr(self.broker, "config", None)
         return cfg if cfg is not None else {}
 
     async def serve(self) -> None:

@@ -325,3 +325,31 @@ def test_socket_request_max_bytes(start_broker):
     ok.close()
     log = b.log_path.read_text(errors="replace")
     assert log.count("frame size 2049 outside 0..2048") == 1, log[-3000:]
+
+
+def test_per_ip_limit_set_dynamically(start_broker):
+    """max.connections.per.ip is a cluster-wide dynamic key: IncrementalAlterConfigs on
+    the broker applies to the next connections of every worker."""
+    ck = require_module("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+    b = start_broker({"num.workers": 2})
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    res = ConfigResource(ck.admin.ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("max.connections.per.ip", "2", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([res], request_timeout=30)[res].result(30)
+    del a
+    held = []
+    try:
+        # the admin client's own connection may still be counted until the broker sees it go
+        held += [open_served(b, "127.0.0.5") for _ in range(2)]
+
+        def third_refused() -> bool:
+            s = connect(b, "127.0.0.5")
+            try:
+                return closed_by_peer(s, 2)
+            finally:
+                s.close()
+        wait_for(third_refused, 30, "the dynamic max.connections.per.ip to apply")
+    finally:
+        for s in held:
+            s.close()
