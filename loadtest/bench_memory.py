@@ -2,7 +2,7 @@
 
     .venv/bin/python -m loadtest.bench_memory [--rounds 3] [--connections 1000]
                                              [--sessions 8] [--partitions 20000]
-                                             [--compare COMMIT]
+                                             [--produce-mb 0] [--compare COMMIT]
 
 Each round starts a fresh broker with `num.workers=1` (so one worker holds everything)
 and reads that worker's RSS (/proc/<pid>/status VmRSS; the pid from its "serving" log
@@ -16,6 +16,11 @@ line):
   (RSS after - RSS before) / (sessions x partitions), printed per partition and per
   100k-partition session. The sessions must fit `max.incremental.fetch.session.cache.
   bytes` (the run sets it to 1 GiB) and slots; the number actually created is printed.
+
+`--produce-mb N` (0: off) also times what the new read path (a readiness wait, then
+`recv_into` the worker's shared buffer, charged to the memory pool) costs: N MB of
+1 KiB records produced with confluent-kafka to a fresh 4-partition topic (bench_workers'
+producer: acks=1, linger.ms=5), MB/s.
 
 `--compare COMMIT` runs the same rounds, interleaved, against the broker of another
 commit of this repository (`git archive` into a temporary directory, run with that
@@ -34,8 +39,10 @@ import sys
 import tarfile
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
+from loadtest.bench_workers import produce
 from loadtest.peers import REPO_ROOT, MpbrokerPeer, create_topic, make_workdir
 from mpbroker.protocol import codec, framing
 
@@ -153,6 +160,10 @@ def fetch_sessions(peer: MpbrokerPeer, pid: int, sessions: int, partitions: int)
     return (after - before) / max(1, created * partitions), created
 
 
+def r_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
 def one_round(tree: Path | None, args) -> dict:
     overrides = {"num.workers": 1, "max.incremental.fetch.session.cache.bytes": 1 << 30}
     workdir = make_workdir("bench-memory-")
@@ -162,7 +173,13 @@ def one_round(tree: Path | None, args) -> dict:
         pid = worker_pid(peer)
         conn = idle_connections(peer, pid, args.connections)
         part, created = fetch_sessions(peer, pid, args.sessions, args.partitions)
-        return {"conn": conn, "part": part, "created": created}
+        res = {"conn": conn, "part": part, "created": created, "mb_s": 0.0}
+        if args.produce_mb:
+            topic = f"bench-memory-produce-{r_id()}"
+            create_topic(peer.bootstrap, topic, 4)
+            count = args.produce_mb * 1024
+            res["mb_s"] = count * 1024 / 1e6 / produce(peer.bootstrap, topic, 4, 1024, count)
+        return res
     finally:
         peer.stop()
 
@@ -173,6 +190,7 @@ def main(argv=None) -> int:
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--sessions", type=int, default=8)
     ap.add_argument("--partitions", type=int, default=20000)
+    ap.add_argument("--produce-mb", type=int, default=0)
     ap.add_argument("--compare", metavar="COMMIT", help="also run the broker of this commit")
     args = ap.parse_args(argv)
     trees = {"now": None}
@@ -186,18 +204,22 @@ def main(argv=None) -> int:
             print(f"round {r + 1} {name}: {res['conn'] / 1024:.1f} KiB per idle connection, "
                   f"{res['part']:.0f} B per session partition "
                   f"({res['part'] * 100000 / 2**20:.1f} MiB per 100k-partition session), "
-                  f"{res['created']}/{args.sessions} sessions created", flush=True)
+                  f"{res['created']}/{args.sessions} sessions created"
+                  + (f", produce {res['mb_s']:.0f} MB/s" if args.produce_mb else ""), flush=True)
     med = {}
     for name, rows in results.items():
         med[name] = (statistics.median(x["conn"] for x in rows),
-                     statistics.median(x["part"] for x in rows))
+                     statistics.median(x["part"] for x in rows),
+                     statistics.median(x["mb_s"] for x in rows))
         print(f"median {name}: {med[name][0] / 1024:.1f} KiB per idle connection, "
               f"{med[name][1]:.0f} B per session partition "
-              f"({med[name][1] * 100000 / 2**20:.1f} MiB per 100k-partition session)")
+              f"({med[name][1] * 100000 / 2**20:.1f} MiB per 100k-partition session)"
+              + (f", produce {med[name][2]:.0f} MB/s" if args.produce_mb else ""))
     if args.compare:
         now, then = med["now"], med[args.compare]
         print(f"ratio now/{args.compare}: idle connection {now[0] / then[0]:.2f}x, "
-              f"session partition {now[1] / then[1]:.2f}x")
+              f"session partition {now[1] / then[1]:.2f}x"
+              + (f", produce {now[2] / then[2]:.2f}x" if args.produce_mb else ""))
     return 0
 
 
