@@ -42,6 +42,7 @@ _TOTAL = struct.Struct("<q")
 _ENTRY = struct.Struct("<16sq")
 _COUNT = struct.Struct("<q")
 REGION = _TOTAL.size + IP_SLOTS * _ENTRY.size
+_NEVER_USED = bytes(16)
 INT_MAX = 2**31 - 1
 
 
@@ -119,7 +120,7 @@ class ConnectionTable:
             k, c = _ENTRY.unpack_from(self.map, base + i * _ENTRY.size)
             if k == key:
                 return c
-            if k == bytes(16):
+            if k == _NEVER_USED:
                 return 0
             i = (i + 1) % IP_SLOTS
         return 0

@@ -330,11 +330,12 @@ def test_socket_request_max_bytes(start_broker):
 def test_per_ip_limit_set_dynamically(start_broker):
     """max.connections.per.ip is a cluster-wide dynamic key: IncrementalAlterConfigs on
     the broker applies to the next connections of every worker."""
-    ck = require_module("confluent_kafka")
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+    require_module("confluent_kafka")
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, ResourceType)
     b = start_broker({"num.workers": 2})
     a = AdminClient({"bootstrap.servers": b.bootstrap})
-    res = ConfigResource(ck.admin.ResourceType.BROKER, "1", incremental_configs=[
+    res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
         ConfigEntry("max.connections.per.ip", "2", incremental_operation=AlterConfigOpType.SET)])
     a.incremental_alter_configs([res], request_timeout=30)[res].result(30)
     del a
