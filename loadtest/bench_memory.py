@@ -22,7 +22,7 @@ line):
 1 KiB records produced with confluent-kafka to a fresh 4-partition topic (bench_workers'
 producer: acks=1, linger.ms=5), MB/s.
 
-`--compare COMMIT` runs the same rounds, interleaved, against the broker of another
+`--compare COMMIT` runs the same rounds, interleaved (A B, B A, ...), against the broker of another
 commit of this repository (`git archive` into a temporary directory, run with that
 tree on PYTHONPATH), and prints the ratios now/then of the medians.
 """
@@ -198,7 +198,8 @@ def main(argv=None) -> int:
         trees[args.compare] = export_tree(args.compare)
     results: dict[str, list[dict]] = {k: [] for k in trees}
     for r in range(args.rounds):
-        for name, tree in trees.items():
+        order = list(trees.items())
+        for name, tree in (order if r % 2 == 0 else order[::-1]):    # A B, B A, ...
             res = one_round(tree, args)
             results[name].append(res)
             print(f"round {r + 1} {name}: {res['conn'] / 1024:.1f} KiB per idle connection, "
