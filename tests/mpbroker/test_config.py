@@ -328,3 +328,13 @@ def test_to_string_java_forms():
     assert to_string(1e10) == "1.0E10"
     assert to_string(0.0001) == "1.0E-4"
     assert to_string(None) is None
+
+
+def test_queued_max_request_bytes_must_hold_one_request():
+    """KafkaConfig: a bounded request pool smaller than one request could never fill."""
+    with pytest.raises(ConfigError, match="queued.max.request.bytes must be larger or equal "
+                                          "to socket.request.max.bytes"):
+        cfg(**{"queued.max.request.bytes": "1000", "socket.request.max.bytes": "1001"})
+    assert cfg(**{"queued.max.request.bytes": "1001", "socket.request.max.bytes": "1001"})
+    assert cfg()["queued.max.request.bytes"] == -1            # Kafka's default: unbounded
+    assert cfg()["max.incremental.fetch.session.cache.slots"] == 1000
