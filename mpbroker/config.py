@@ -23,7 +23,8 @@ values raise ``ConfigError`` with Kafka's ``ConfigException`` message:
 ``Invalid value x for configuration y: reason``.
 
 mpbroker's own broker keys: ``num.workers`` (default: CPUs usable by this
-process), ``worker.cpu.affinity``, ``admin.socket``, and the free-form prefix
+process), ``worker.cpu.affinity``, ``admin.socket``,
+``max.incremental.fetch.session.cache.bytes`` (workers/fetch_session.py), and the free-form prefix
 ``placement.`` (e.g. ``placement.topic.<topic>=...``), kept as strings for the
 supervisor.
 """
@@ -359,6 +360,10 @@ _BROKER_TABLE = [
     ("connections.max.idle.ms", L, 600000, None, MED, RO, "Idle connections timeout: idle connections are closed after this long."),
     ("max.connections", I, INT_MAX, at_least(0), MED, CW, "The maximum number of connections allowed in the broker at any time."),
     ("max.connections.per.ip", I, INT_MAX, at_least(0), MED, CW, "The maximum number of connections allowed from each ip address."),
+    ("max.connections.per.ip.overrides", S, "", None, MED, CW, "A comma-separated list of per-ip or hostname overrides to the default maximum number of connections, e.g. hostName:100,127.0.0.1:200."),
+    ("queued.max.request.bytes", L, -1, None, MED, RO, "The number of queued bytes allowed before no more requests are read (per worker in mpbroker); -1: unbounded."),
+    ("max.incremental.fetch.session.cache.slots", I, 1000, at_least(0), MED, RO, "The maximum number of incremental fetch sessions that we will maintain (per worker in mpbroker)."),
+    ("max.incremental.fetch.session.cache.bytes", L, 128 * 1024 * 1024, at_least(0), MED, RO, "mpbroker: the most memory (estimated) the incremental fetch sessions of one worker may hold."),
     ("num.io.threads", I, 8, at_least(1), HIGH, CW, "The number of threads the server uses for processing requests."),
     ("num.network.threads", I, 3, at_least(1), HIGH, CW, "The number of threads the server uses for network requests."),
     ("num.recovery.threads.per.data.dir", I, 1, at_least(1), HIGH, CW, "The number of threads per data directory for log recovery at startup and flushing at shutdown."),
@@ -913,6 +918,8 @@ class BrokerConfig:
         if not -1 <= v["offsets.commit.required.acks"] <= v["offsets.topic.replication.factor"]:
             raise ConfigError("offsets.commit.required.acks must be greater or equal -1 and less or equal to "
                               "offsets.topic.replication.factor")
+        if 0 < v["queued.max.request.bytes"] < v["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes must be larger or equal to socket.request.max.bytes")
         if v["group.max.session.timeout.ms"] < v["group.min.session.timeout.ms"]:
             raise ConfigError("group.max.session.timeout.ms must be greater than or equal to group.min.session.timeout.ms")
         listeners = self.listeners

@@ -721,6 +721,7 @@ class WorkerChannels:
     peers: dict[int, socket.socket] = field(default_factory=dict)   # worker id -> mesh socket
     on_peer_replaced: Callable[[int, socket.socket], None] | None = None
     listener: socket.socket | None = None       # bound, not listening (the supervisor's)
+    connections: Any = None     # workers/connection_quotas.ConnectionTable (shared counts)
 
 
 @dataclass
@@ -835,7 +836,8 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
             loop.create_task(heartbeat_loop(heartbeats, 1 + worker_id, heartbeat_interval_s))
 
         return await server.run(broker, sock, cfg["socket.request.max.bytes"],
-                                on_ready=ready, grace_s=grace_s)
+                                on_ready=ready, grace_s=grace_s,
+                                connection_table=channels.connections, worker_id=worker_id)
 
     try:
         return asyncio.run(main())
@@ -902,6 +904,7 @@ class Supervisor:
         self.advertised = ("127.0.0.1", 0)
         self.held: set[socket.socket] = set()      # channel ends this process holds
         self.heartbeats: HeartbeatTable | None = None
+        self.connection_table = None    # max.connections* counts of every worker
         self.last_watchdog = 0.0
         self.pipe: tuple[int, int] | None = None
 
@@ -966,6 +969,8 @@ class Supervisor:
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
         self.heartbeats = HeartbeatTable(1 + self.num_workers)
+        from workers.connection_quotas import ConnectionTable
+        self.connection_table = ConnectionTable(self.num_workers)
         self.install_signals()
         self.notifier.status("starting")
         try:
@@ -1153,9 +1158,11 @@ class Supervisor:
         self.held.update((sup_end, child_end))
         listener = self.worker_listener()
         channels = WorkerChannels(child_end, controller_end, dict(peers or {}),
-                                  listener=listener)
+                                  listener=listener, connections=self.connection_table)
         slot = 1 + wid
         self.heartbeats.reset(slot)
+        if self.connection_table is not None:
+            self.connection_table.reset(wid)      # a dead worker's connections are gone
         pid = self._fork(keep={child_end, controller_end, listener, *channels.peers.values()},
                          target=lambda: self._worker_child(wid, channels))
         for s in (child_end, controller_end, *channels.peers.values()):

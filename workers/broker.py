@@ -100,6 +100,7 @@ class Broker:
         self.delete_records_purgatory = Purgatory("DeleteRecords", self.timer)
         self.fetch_sessions = FetchSessionCache(
             max_sessions=config.get("max.incremental.fetch.session.cache.slots", 1000),
+            max_bytes=config.get("max.incremental.fetch.session.cache.bytes", 128 << 20),
             clock=timer_clock)
         self.groups = None  # workers.group_service.GroupService, set by start()
         self.transactions = None  # workers.txn.service.TransactionService, set by start()

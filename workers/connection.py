@@ -32,6 +32,15 @@ Concurrency contract (one asyncio loop per worker process, no threads):
   same path may get the freed number; so between the owner's read and the pin (one mesh
   hop, hence the pin on arrival) or, for this worker's own slices, between the read and
   the send, a topic deleted, created again and written to at once is not told apart.
+* Memory (issue #15): a connection reads only when its socket is readable, with a
+  plain `recv_into` into the worker's one read buffer (`ReadBuffer`, shared by every
+  connection: `FrameReader.feed` copies what it keeps, so an idle connection holds no
+  read buffer of its own), at most what the worker's `MemoryPool`
+  (`queued.max.request.bytes`) has room for. The bytes read are charged to the pool
+  until their request is answered (or the connection closes); an exhausted pool mutes
+  the connection (no reads) until memory is released, as Kafka's SocketServer does.
+  `last_active` (monotonic seconds of the last byte in or out) lets the server close
+  idle connections (`connections.max.idle.ms`).
 * An unreadable frame (bad size, header that cannot be parsed, an unknown API key or an
   unsupported version of any API but ApiVersions) closes the connection, as Kafka does;
   an error inside a handler is logged and answered with the API's generic error where
@@ -50,6 +59,7 @@ from typing import Callable
 
 from mpbroker.protocol import framing
 from storage.slices import FileSlice
+from workers.memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +68,19 @@ MAX_IN_FLIGHT = 128  # requests per connection started but not yet answered
 MAX_FILES = 64       # open segment handles per connection (slices of other workers)
 FILE_IDLE_S = 30.0   # a handle unused this long is closed (see the module docstring)
 DELETED_SUFFIX = ".deleted"     # storage/segment.py: a retired segment's name
+MUTED_CHECK_S = 0.2  # a muted connection looks whether its client left this often
+TCP_ESTABLISHED = 1  # tcp_info.tcpi_state (linux/tcp_states.h)
+
+
+class ReadBuffer:
+    """The worker's one receive buffer: connections `recv_into` it and feed their
+    FrameReader at once, with no await in between, so one buffer serves them all."""
+
+    __slots__ = ("buf", "view")
+
+    def __init__(self, size: int = READ_CHUNK):
+        self.buf = bytearray(size)
+        self.view = memoryview(self.buf)
 
 
 class StaleSlice(ConnectionAbortedError):
@@ -81,7 +104,9 @@ class RequestContext:
 
 class Connection:
     def __init__(self, sock: socket.socket, dispatcher, max_request_bytes: int,
-                 on_close: Callable[["Connection"], None] | None = None):
+                 on_close: Callable[["Connection"], None] | None = None,
+                 pool: MemoryPool | None = None, read_buffer: ReadBuffer | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.sock = sock
         self.fd = sock.fileno()
         self.dispatcher = dispatcher
@@ -95,6 +120,14 @@ class Connection:
         self.on_close = on_close
         self.bytes_in = 0
         self.bytes_out = 0
+        self.pool = pool if pool is not None else MemoryPool()
+        self.read_buffer = read_buffer if read_buffer is not None else ReadBuffer()
+        self.clock = clock
+        self.last_active = clock()
+        self.charged = 0          # bytes this connection holds in the pool
+        self.muted = False        # waiting for the pool to have room
+        self._waiter: asyncio.Future | None = None   # what the reader waits on
+        self.quota_host: str | None = None    # counted in the server's ConnectionQuotas
         self._files: dict[str, list] = {}     # path -> [fd, dev, ino, last use]
         self._files_timer: asyncio.TimerHandle | None = None
 
@@ -105,8 +138,8 @@ class Connection:
             await self._read_loop()
         except (ConnectionError, OSError):
             pass
-        except framing.FrameTooLarge as e:
-            log.info("closing %s: %s", self.client_host, e)
+        except framing.FrameTooLarge as e:      # socket.request.max.bytes (Kafka: WARN)
+            log.warning("closing %s: %s", self.client_host, e)
         except Exception:  # a bug of ours, never the client's bytes killing the worker
             log.exception("connection %s failed", self.client_host)
         finally:
@@ -118,23 +151,94 @@ class Connection:
                 log.exception("writer of %s failed", self.client_host)
             self._close()
 
+    def abort(self) -> None:
+        """Close from outside (idle, shutdown): the reader stops, requests in flight are
+        still answered when the socket allows."""
+        self.closed = True
+        self.wakeup.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _wait(self, fut: asyncio.Future) -> None:
+        self._waiter = fut
+        try:
+            await fut
+        finally:
+            self._waiter = None
+
+    async def _wait_readable(self) -> None:
+        fut = self.loop.create_future()
+        self.loop.add_reader(self.fd, lambda: fut.done() or fut.set_result(None))
+        try:
+            await self._wait(fut)
+        finally:
+            self.loop.remove_reader(self.fd)
+
     async def _read_loop(self) -> None:
-        buf = bytearray(READ_CHUNK)
-        view = memoryview(buf)
+        pool = self.pool
+        rb = self.read_buffer
         while not self.closed:
             while len(self.pending) >= MAX_IN_FLIGHT and not self.closed:
                 self.wakeup.clear()
                 await self.wakeup.wait()
-            n = await self.loop.sock_recv_into(self.sock, view)
+            room = pool.room(len(rb.buf))
+            if not room:
+                self.muted = True             # KIP-72: no reads until memory is released
+                try:
+                    await self._wait_muted()
+                finally:
+                    self.muted = False
+                if self._peer_gone():
+                    return                    # its bytes go back to the pool on close
+                continue
+            try:
+                n = self.sock.recv_into(rb.view, room)
+            except (BlockingIOError, InterruptedError):
+                await self._wait_readable()
+                continue
             if n == 0:
                 return
+            pool.take(n)
+            self.charged += n
             self.bytes_in += n
+            self.last_active = self.clock()
             self.read_at = time.perf_counter()      # the request queue time starts (metrics)
-            for frame in self.frames.feed(view[:n]):
-                if not self._start_request(frame):
+            for frame in self.frames.feed(rb.view[:n]):
+                size = len(frame) + 4
+                if not self._start_request(frame, size):
                     return
+            # what feed kept of an incomplete frame stays charged to the connection
 
-    def _start_request(self, frame: memoryview) -> bool:
+    async def _wait_muted(self) -> None:
+        """Wait for room in the pool, or MUTED_CHECK_S: a muted connection does not read,
+        so it looks at its TCP state now and then to let a client that left go (else
+        its partial frame would hold pool memory until connections.max.idle.ms)."""
+        fut = self.pool.wait()
+        timer = self.loop.call_later(MUTED_CHECK_S, lambda: fut.done() or fut.set_result(None))
+        try:
+            await self._wait(fut)
+        finally:
+            timer.cancel()
+
+    def _peer_gone(self) -> bool:
+        """The client closed or reset (TCP state no longer ESTABLISHED), without a read."""
+        try:
+            state = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+        except OSError:
+            return False          # not TCP (a socket pair in tests)
+        return state != TCP_ESTABLISHED
+
+    def _release(self, n: int) -> None:
+        n = min(n, self.charged)
+        self.charged -= n
+        self.pool.release(n)
+
+    def _start_request(self, frame: memoryview, size: int = 0) -> bool:
+        """Dispatch one frame; `size` bytes stay charged to the pool until it is answered."""
         try:
             header, pos = framing.parse_request_header(frame)
         except Exception as e:
@@ -148,8 +252,9 @@ class Connection:
                      header.api_key, header.api_version, e)
             return False
         if result is None:
+            self._release(size)
             return True  # no response expected (acks=0)
-        self.pending.append((header, result))
+        self.pending.append((header, result, size))
         self.wakeup.set()
         return True
 
@@ -162,7 +267,7 @@ class Connection:
                 self.wakeup.clear()
                 await self.wakeup.wait()
                 continue
-            header, result = self.pending[0]
+            header, result, size = self.pending[0]
             if not isinstance(result, list):
                 try:
                     result = await result
@@ -173,6 +278,7 @@ class Connection:
                     self.closed = True
                     return
             self.pending.popleft()
+            self._release(size)
             self.wakeup.set()  # the reader may be waiting for room
             if result is None:
                 continue
@@ -216,6 +322,7 @@ class Connection:
                 await self._wait_writable()
                 continue
             self.bytes_out += n
+            self.last_active = self.clock()
             view = view[n:]
 
     async def _sendfile(self, s: FileSlice) -> None:
@@ -245,6 +352,7 @@ class Connection:
                 # cannot be saved. The client reconnects and fetches again.
                 raise ConnectionAbortedError("file slice shorter than promised")
             self.bytes_out += n
+            self.last_active = self.clock()
             pos += n
             left -= n
 
@@ -309,6 +417,7 @@ class Connection:
             self._files_timer = self.loop.call_later(FILE_IDLE_S / 2, self._sweep_files)
 
     def _close(self) -> None:
+        self._release(self.charged)       # incomplete frame and unanswered requests
         if self._files_timer is not None:
             self._files_timer.cancel()
             self._files_timer = None

@@ -40,6 +40,17 @@ may take the place of
    decided when a session is used (created or fetched), as in Kafka.
 Otherwise the fetch goes on without a session (session id 0).
 
+Bytes (mpbroker, issue #15): slots alone do not bound memory (a session of 100k
+partitions holds tens of MB), so the cache also holds at most `max_bytes`
+(`max.incremental.fetch.session.cache.bytes`) of sessions, each estimated as
+SESSION_BYTES + PARTITION_BYTES per partition (measured on CPython 3.11 with
+tracemalloc by loadtest/bench_memory.py). A new session that does not fit makes room by
+the same eviction rules as for a slot (one victim after another while they are worth
+less); a session larger than the whole budget is never created. An incremental fetch
+that adds partitions beyond the budget, when no other session can go, closes its own
+session and is answered as a full fetch without a session (session id 0), as an
+incremental fetch that empties its session is; the client starts a new one.
+
 The cache is per worker (the front of the connection keeps the session). Clocks are
 monotonic milliseconds (workers/broker.py `timer_clock`).
 """
@@ -55,6 +66,14 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 MAX_EPOCH = 2**31 - 1
 EVICTION_MS = 120_000          # Kafka: MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
+SESSION_BYTES = 1024           # a session without partitions (object, dict, ids)
+PARTITION_BYTES = 360          # one CachedPartition, its key tuple and its dict entry
+DEFAULT_MAX_BYTES = 128 * 1024 * 1024
+
+
+def session_bytes(partitions: int) -> int:
+    """The estimated memory of a session of `partitions` partitions."""
+    return SESSION_BYTES + PARTITION_BYTES * partitions
 
 
 def next_epoch(epoch: int) -> int:
@@ -64,7 +83,7 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == MAX_EPOCH else epoch + 1
 
 
-@dataclass
+@dataclass(slots=True)
 class CachedPartition:
     topic: str
     topic_id: bytes
@@ -104,6 +123,8 @@ class FetchSession:
     evictable_by_all: bool = False
     evictable_by_privileged: bool = False
 
+    size_bytes: int = 0               # as charged to the cache (session_bytes)
+
     def value(self) -> tuple:
         """What eviction compares (Kafka's EvictableKey without the id tie-break)."""
         return (self.privileged, len(self.partitions))
@@ -140,13 +161,16 @@ class FetchContext:
 
 
 class FetchSessionCache:
-    def __init__(self, max_sessions: int = 1000, clock=None, eviction_ms: int = EVICTION_MS):
+    def __init__(self, max_sessions: int = 1000, clock=None, eviction_ms: int = EVICTION_MS,
+                 max_bytes: int = DEFAULT_MAX_BYTES):
         self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
         self.clock = clock
         self.eviction_ms = eviction_ms
         # session id -> session, least recently used first
         self.sessions: collections.OrderedDict[int, FetchSession] = collections.OrderedDict()
         self.evictions = 0
+        self.bytes = 0                # sum of the sessions' size_bytes
 
     def _now(self) -> int:
         return self.clock() if self.clock else 0
@@ -157,11 +181,16 @@ class FetchSessionCache:
             if sid not in self.sessions:
                 return sid
 
+    def _remove(self, session_id: int) -> None:
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            self.bytes -= session.size_bytes
+
     def new_context(self, session_id: int, epoch: int, requested: list[CachedPartition],
                     forgotten: list[tuple[str, int]], is_follower: bool = False,
                     uses_topic_ids: bool = False) -> FetchContext:
         if epoch == FINAL_EPOCH or (epoch == INITIAL_EPOCH and session_id != 0):
-            self.sessions.pop(session_id, None)
+            self._remove(session_id)
         if epoch == FINAL_EPOCH:
             return FetchContext(requested, None, incremental=False)
         if epoch == INITIAL_EPOCH:
@@ -178,11 +207,25 @@ class FetchSessionCache:
             return FetchContext([], None, True, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         self._update(session, requested, forgotten)
         if not session.partitions:
-            del self.sessions[session.session_id]
+            self._remove(session.session_id)
             return FetchContext(requested, None, incremental=False)
+        if not self._resize(session):
+            self._remove(session.session_id)
+            return FetchContext(list(session.partitions.values()), None, incremental=False)
         session.epoch = next_epoch(session.epoch)
         self._touch(session, self._now())
         return FetchContext(list(session.partitions.values()), session, incremental=True)
+
+    def _resize(self, session: FetchSession) -> bool:
+        """Charge `session`'s new size; False when it no longer fits (it must go)."""
+        size = session_bytes(len(session.partitions))
+        grow = size - session.size_bytes
+        if grow > 0 and self.bytes + grow > self.max_bytes and not self._make_room(
+                grow, session.privileged, len(session.partitions), self._now(), keep=session):
+            return False
+        session.size_bytes = size
+        self.bytes += grow
+        return True
 
     @staticmethod
     def _update(session: FetchSession, requested, forgotten) -> None:
@@ -204,25 +247,47 @@ class FetchSessionCache:
         if self.max_sessions <= 0:
             return None
         now = self._now()
+        partitions = {}
+        for cp in requested:
+            partitions[(cp.topic, cp.partition)] = cp
+        size = session_bytes(len(partitions))
+        if size > self.max_bytes:
+            return None
         if len(self.sessions) >= self.max_sessions and \
-                not self._try_evict(privileged, len(requested), now):
+                not self._try_evict(privileged, len(partitions), now):
+            return None
+        if self.bytes + size > self.max_bytes and \
+                not self._make_room(size, privileged, len(partitions), now):
             return None
         session = FetchSession(self._new_id(), next_epoch(INITIAL_EPOCH), privileged=privileged,
-                               creation_ms=now, uses_topic_ids=uses_topic_ids)
-        for cp in requested:
-            session.partitions[(cp.topic, cp.partition)] = cp
+                               creation_ms=now, uses_topic_ids=uses_topic_ids,
+                               partitions=partitions, size_bytes=size)
+        self.bytes += size
         self._touch(session, now)
         return session
 
-    def _try_evict(self, privileged: bool, size: int, now: int) -> bool:
-        """Make room for a new session worth (privileged, size); True when one went."""
-        if not self.sessions:
+    def _make_room(self, need: int, privileged: bool, size: int, now: int,
+                   keep: FetchSession | None = None) -> bool:
+        """Evict until `need` more bytes fit; True when they do. Victims are chosen one
+        at a time by `_try_evict`'s rules; when the rules stop before there is room,
+        the sessions already evicted stay evicted (they were worth less, as Kafka's
+        single-slot eviction would have decided for each)."""
+        while self.bytes + need > self.max_bytes:
+            if not self._try_evict(privileged, size, now, keep):
+                return False
+        return True
+
+    def _try_evict(self, privileged: bool, size: int, now: int,
+                   keep: FetchSession | None = None) -> bool:
+        """Make room for a session worth (privileged, size); True when one went."""
+        others = [s for s in self.sessions.values() if s is not keep]
+        if not others:
             return False
-        lru = next(iter(self.sessions.values()))
+        lru = others[0]
         if now - lru.last_used_ms > self.eviction_ms:
             victim = lru                                        # stale
         else:
-            candidates = [s for s in self.sessions.values()
+            candidates = [s for s in others
                           if (s.evictable_by_privileged if privileged else s.evictable_by_all)]
             if not candidates:
                 return False
@@ -230,7 +295,7 @@ class FetchSessionCache:
             # Kafka's EvictableKey order: a tie in value keeps the incumbent
             if (privileged, size) <= victim.value():
                 return False
-        del self.sessions[victim.session_id]
+        self._remove(victim.session_id)
         self.evictions += 1
         return True
 

@@ -4,6 +4,23 @@ Every worker binds the client port itself with SO_REUSEPORT (ARCHITECTURE §2), 
 kernel spreads new connections over the workers; with one worker this is simply the
 listener. The loop is uvloop's when it is installed.
 
+Memory and connection limits (issue #15), all from the broker's config:
+
+* `queued.max.request.bytes` (KIP-72): one `MemoryPool` per worker for the bytes its
+  connections read and hold; connections are muted while it is exhausted.
+  Kafka's default -1 (unbounded) is kept; the limit is per worker, so a broker holds
+  at most `num.workers` x this much in requests.
+* `socket.request.max.bytes`: a larger size prefix closes the connection (FrameReader).
+* `max.connections`, `max.connections.per.ip`, `max.connections.per.ip.overrides`: per
+  broker, counted across workers (`workers/connection_quotas.py`). At `max.connections`
+  the worker stops accepting until a slot frees (checked every SLOT_POLL_S, since a
+  slot may free on another worker); the new connections wait in the listen backlog, as
+  with Kafka's acceptor. An address over its limit is closed at once.
+* `connections.max.idle.ms`: a connection with no byte in or out for that long and no
+  request in flight is closed (negative: never); checked every IDLE_CHECK_DIVISOR-th
+  of the timeout, so one is closed within 1.25 times it.
+* One receive buffer per worker (`ReadBuffer`), shared by its connections.
+
 Shutdown (`request_stop`): stop accepting, let requests in flight finish for up to
 `grace_s` seconds, close connections, then `Broker.shutdown()` flushes every log and
 writes the clean-shutdown markers, so the next start skips recovery.
@@ -15,12 +32,18 @@ import errno
 import logging
 import signal
 import socket
+import time
 
-from workers.connection import Connection
+from workers.connection import Connection, ReadBuffer
+from workers.connection_quotas import ConnectionQuotas, ConnectionTable, TooManyConnections
 from workers.dispatch import Dispatcher
 from workers import metrics
+from workers.memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
+
+SLOT_POLL_S = 0.05          # at max.connections: how often to look for a freed slot
+IDLE_CHECK_DIVISOR = 4
 
 
 def parse_listener(listener: str) -> tuple[str, str, int]:
@@ -48,7 +71,9 @@ def bind_listener(host: str, port: int, reuse_port: bool = True) -> socket.socke
 
 
 class WorkerServer:
-    def __init__(self, broker, listen_sock: socket.socket, max_request_bytes: int):
+    def __init__(self, broker, listen_sock: socket.socket, max_request_bytes: int,
+                 connection_table: ConnectionTable | None = None, worker_id: int = 0,
+                 clock=time.monotonic):
         self.broker = broker
         self.sock = listen_sock
         self.max_request_bytes = max_request_bytes
@@ -56,23 +81,78 @@ class WorkerServer:
         self.connections: set[Connection] = set()
         self.tasks: set[asyncio.Task] = set()
         self.stopping = asyncio.Event()
+        self.clock = clock
+        cfg = self._config()
+        self.pool = MemoryPool(int(cfg.get("queued.max.request.bytes") or -1))
+        self.read_buffer = ReadBuffer()
+        self.quotas = ConnectionQuotas(self._config, connection_table, worker_id)
+        idle_ms = cfg.get("connections.max.idle.ms")
+        self.idle_s = int(idle_ms) / 1000 if idle_ms is not None else 600.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self.refused = 0          # connections closed for max.connections.per.ip
+        self.idle_closed = 0
+
+    def _config(self):
+        """The broker's config with its dynamic layers (AlterConfigs: `max.connections*`
+        are cluster-wide dynamic keys), as the controller pushed it; else the static one."""
+        current = getattr(getattr(self.broker, "controller", None), "broker_config", None)
+        cfg = current() if current is not None else None
+        if cfg is None:
+            cfg = getattr(self.broker, "config", None)
+        return cfg if cfg is not None else {}
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
         accept = asyncio.ensure_future(self._accept_loop(loop))
+        if self.idle_s > 0:
+            self._idle_timer = loop.call_later(self.idle_s / IDLE_CHECK_DIVISOR,
+                                               self._close_idle)
         await self.stopping.wait()
         accept.cancel()
         try:
             await accept
         except asyncio.CancelledError:
             pass
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         self.sock.close()
+
+    def _close_idle(self) -> None:
+        """Kafka's idle expiry: close connections silent for connections.max.idle.ms."""
+        now = self.clock()
+        for c in list(self.connections):
+            if not c.closed and not c.pending and now - c.last_active > self.idle_s:
+                log.debug("closing %s: idle for more than %d ms", c.client_host,
+                          int(self.idle_s * 1000))
+                self.idle_closed += 1
+                c.abort()
+        self._idle_timer = asyncio.get_running_loop().call_later(
+            self.idle_s / IDLE_CHECK_DIVISOR, self._close_idle)
+
+    async def _admit(self, conn_sock: socket.socket, host: str) -> bool:
+        """Count the connection against the broker's limits; False: closed (per-ip)."""
+        waiting = False
+        while True:
+            try:
+                if self.quotas.admit(host):
+                    return True
+            except TooManyConnections as e:
+                self.refused += 1
+                log.info("Rejected connection from %s, address already has the configured "
+                         "maximum of %d connections.", host, e.limit)
+                conn_sock.close()
+                return False
+            if not waiting:
+                waiting = True
+                log.info("max.connections reached (%d connections on this broker): "
+                         "accepting again when one closes", self.quotas.broker_total())
+            await asyncio.sleep(SLOT_POLL_S)
 
     async def _accept_loop(self, loop) -> None:
         out = False
         while True:
             try:
-                conn_sock, _ = await loop.sock_accept(self.sock)
+                conn_sock, addr = await loop.sock_accept(self.sock)
             except OSError as e:
                 if e.errno == errno.EINVAL:
                     # the supervisor took our listener out of the group (we missed
@@ -86,18 +166,35 @@ class WorkerServer:
                 await asyncio.sleep(0.05)
                 continue
             out = False
-            conn_sock.setblocking(False)
-            conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            host = addr[0] if isinstance(addr, tuple) else str(addr)
             try:
+                if not await self._admit(conn_sock, host):
+                    continue
+            except BaseException:
+                conn_sock.close()
+                raise
+            conn_sock.setblocking(False)
+            try:
+                conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 conn = Connection(conn_sock, self.dispatcher, self.max_request_bytes,
-                                  on_close=self.connections.discard)
+                                  on_close=self._closed, pool=self.pool,
+                                  read_buffer=self.read_buffer, clock=self.clock)
             except OSError:
+                self.quotas.release(host)
                 conn_sock.close()
                 continue
+            conn.quota_host = host
             self.connections.add(conn)
             task = loop.create_task(conn.serve())
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
+
+    def _closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        host = getattr(conn, "quota_host", None)
+        if host is not None:
+            conn.quota_host = None
+            self.quotas.release(host)
 
     async def drain(self, grace_s: float) -> None:
         """Wait for in-flight requests, then close every connection."""
@@ -107,11 +204,7 @@ class WorkerServer:
                 break
             await asyncio.sleep(0.01)
         for c in list(self.connections):
-            c.closed = True
-            try:
-                c.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            c.abort()
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=max(0.1, grace_s))
 
@@ -128,11 +221,13 @@ def install_uvloop() -> None:
 
 
 async def run(broker, listen_sock: socket.socket, max_request_bytes: int,
-              on_ready=None, grace_s: float = 5.0) -> int:
+              on_ready=None, grace_s: float = 5.0,
+              connection_table: ConnectionTable | None = None, worker_id: int = 0) -> int:
     """Serve until SIGTERM/SIGINT. Signal handlers only set a flag (the loop does the work)."""
     loop = asyncio.get_running_loop()
     broker.start(loop)
-    server = WorkerServer(broker, listen_sock, max_request_bytes)
+    server = WorkerServer(broker, listen_sock, max_request_bytes,
+                          connection_table=connection_table, worker_id=worker_id)
     fast = {"stop": False}
 
     def on_term():

@@ -18,7 +18,9 @@ must be able to read them before it knows which versions the broker speaks).
 `FrameReader` splits a byte stream into frames, like h11's reader: feed it what the
 socket gave, get complete frames back; a size prefix that is negative or above
 `max_bytes` (`socket.request.max.bytes`) raises FrameTooLarge as soon as the prefix
-is seen, so an incomplete frame never buffers more than the cap.
+is seen, so an incomplete frame never buffers more than the cap. Memory follows the
+bytes that arrived, never the size a prefix declares: a 5-byte header announcing
+100 MB costs 5 bytes until the 100 MB are actually sent.
 """
 from __future__ import annotations
 
@@ -181,13 +183,18 @@ class FrameReader:
     """Incremental frame splitter: `feed(data) -> [memoryview frame, ...]`.
 
     Frames are returned without their size prefix, as views over buffers that no later
-    feed changes (the caller may keep them): small frames over immutable bytes, a frame
+    feed changes (the caller may keep them; `feed` never keeps a view of `data`, so the
+    caller may reuse its read buffer): small frames over immutable bytes, a frame
     larger than BIG_FRAME that arrives in pieces over a bytearray of its own, filled
     piece by piece (one copy per byte instead of accumulate + cut) and writable, so the
-    log assigns offsets in place without copying the batch again. Bytes of an
-    incomplete frame stay buffered (at most max_bytes + 4).
+    log assigns offsets in place without copying the batch again. That bytearray is
+    never allocated at the declared size up front: it starts with what arrived and
+    doubles (capped at the declared size) when full, so it holds at most twice the bytes
+    that arrived, and the bytes are copied at most twice in all (growing a bytearray by
+    each piece would copy the whole frame again at each piece). Bytes of an incomplete
+    frame stay buffered (at most max_bytes + 4).
     """
-    __slots__ = ("max_bytes", "_buf", "_big", "_big_got")
+    __slots__ = ("max_bytes", "_buf", "_big", "_big_got", "_big_size")
 
     BIG_FRAME = 64 * 1024
 
@@ -195,11 +202,12 @@ class FrameReader:
         self.max_bytes = max_bytes
         self._buf = bytearray()
         self._big: bytearray | None = None     # a large frame being filled
-        self._big_got = 0
+        self._big_got = 0                      # ... bytes of it so far
+        self._big_size = 0                     # ... the size its prefix declared
 
     @property
     def buffered(self) -> int:
-        """Bytes held for an incomplete frame."""
+        """Bytes held for an incomplete frame (that arrived; the buffer may be larger)."""
         return len(self._buf) + (self._big_got + 4 if self._big is not None else 0)
 
     def _split(self, src) -> tuple[list[tuple[int, int]], int]:
@@ -221,13 +229,15 @@ class FrameReader:
         out: list[memoryview] = []
         if self._big is not None:
             mv = data if isinstance(data, memoryview) else memoryview(data)
-            big, got = self._big, self._big_got
-            take = min(len(big) - got, len(mv))
-            big[got:got + take] = mv[:take]
-            self._big_got = got + take
-            if self._big_got < len(big):
+            got = self._big_got
+            take = min(self._big_size - got, len(mv))
+            if got + take > len(self._big):
+                self._grow(got + take)
+            self._big[got:got + take] = mv[:take]
+            self._big_got = got = got + take
+            if got < self._big_size:
                 return out
-            self._big = None
+            big, self._big = self._big, None
             out.append(memoryview(big))
             data = mv[take:]
             if not len(data):
@@ -257,16 +267,23 @@ class FrameReader:
         out += [consumed[a:b] for a, b in spans]
         return out
 
+    def _grow(self, need: int) -> None:
+        """A larger buffer for the frame being filled: double, at least `need`, at most
+        the declared size."""
+        cap = min(self._big_size, max(need, 2 * len(self._big)))
+        big = bytearray(cap)
+        big[:self._big_got] = memoryview(self._big)[:self._big_got]
+        self._big = big
+
     def _maybe_big(self) -> None:
-        """The buffered partial frame is large: move it to a bytearray of its size."""
+        """The buffered partial frame is large: move its bytes so far to a bytearray of
+        its own (sized to them; `_grow` makes room as more arrive)."""
         buf = self._buf
         if len(buf) < 4:
             return
         size = _i.unpack_from(buf, 0)[0]
         if size <= self.BIG_FRAME or len(buf) - 4 >= size:
             return
-        big = bytearray(size)
-        have = len(buf) - 4
-        big[:have] = buf[4:]
-        self._big, self._big_got = big, have
+        self._big, self._big_size = bytearray(memoryview(buf)[4:]), size
+        self._big_got = len(self._big)
         buf.clear()

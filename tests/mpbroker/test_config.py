@@ -383,3 +383,13 @@ def test_describe_keys_text_lists_every_key_with_type_default_and_doc():
     assert "Default:      1073741824" in blocks["log.segment.bytes"]
     assert "Valid Values: [14,...]" in blocks["log.segment.bytes"]
     assert "Default:      null" in blocks["log.dirs"]
+
+
+def test_queued_max_request_bytes_must_hold_one_request():
+    """KafkaConfig: a bounded request pool smaller than one request could never fill."""
+    with pytest.raises(ConfigError, match="queued.max.request.bytes must be larger or equal "
+                                          "to socket.request.max.bytes"):
+        cfg(**{"queued.max.request.bytes": "1000", "socket.request.max.bytes": "1001"})
+    assert cfg(**{"queued.max.request.bytes": "1001", "socket.request.max.bytes": "1001"})
+    assert cfg()["queued.max.request.bytes"] == -1            # Kafka's default: unbounded
+    assert cfg()["max.incremental.fetch.session.cache.slots"] == 1000

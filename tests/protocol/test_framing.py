@@ -151,3 +151,24 @@ def test_frame_reader_large_frame_size_capped():
     reader = framing.FrameReader(max_bytes=100000)
     with pytest.raises(FrameTooLarge):
         reader.feed(i(100001) + b"x" * 10)
+
+
+def test_frame_reader_memory_follows_arrived_bytes_not_declared_size():
+    """A prefix declaring 100 MB holds what arrived, not 100 MB (issue #15 item 3)."""
+    declared = 100 * 1024 * 1024
+    reader = framing.FrameReader()
+    assert reader.feed(i(declared) + b"z" * 70000) == []       # past BIG_FRAME: own buffer
+    assert reader.buffered == 70004 and len(reader._big) == 70000
+    for _ in range(100):
+        assert reader.feed(b"z" * 1000) == []
+    assert reader.buffered == 170004
+    assert len(reader._big) <= 2 * 170000       # doubled as bytes arrived, not declared
+    small = framing.FrameReader()
+    small.feed(i(declared) + b"q")
+    assert small.buffered == 5 and len(small._big) == 1
+    capped = framing.FrameReader()                # never beyond the declared size
+    capped.feed(i(100000) + b"a" * 70000)
+    frames = capped.feed(b"b" * 29999)
+    assert frames == [] and len(capped._big) == 100000     # doubling capped at the size
+    frames = capped.feed(b"c" + i(1) + b"d")
+    assert [bytes(f) for f in frames] == [b"a" * 70000 + b"b" * 29999 + b"c", b"d"]

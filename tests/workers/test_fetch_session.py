@@ -3,7 +3,7 @@ forgotten partitions, which partitions an incremental response carries, the rota
 partitions that returned data, and Kafka's eviction rules (stale first, then the least
 valuable evictable session, followers privileged), with an injected clock."""
 from workers.fetch_session import (CachedPartition, EVICTION_MS, FINAL_EPOCH, INITIAL_EPOCH,
-                                   MAX_EPOCH, FetchSessionCache, next_epoch)
+                                   MAX_EPOCH, FetchSessionCache, next_epoch, session_bytes)
 
 TID = b"\x01" * 16
 
@@ -206,3 +206,43 @@ def test_no_session_when_cache_disabled():
     cache = FetchSessionCache(max_sessions=0, clock=lambda: 0)
     ctx = cache.new_context(0, INITIAL_EPOCH, [cp(0)], [])
     assert ctx.session_id == 0
+
+
+# ---------------------------------------------------------------- bytes (issue #15)
+def test_cache_is_bounded_in_bytes_not_only_slots():
+    clock = Clock()
+    budget = session_bytes(10)
+    cache = FetchSessionCache(max_sessions=1000, clock=clock, max_bytes=budget)
+    assert new_session(cache, n=11) == 0                 # larger than the whole budget
+    a = new_session(cache, n=6)
+    assert a != 0 and cache.bytes == session_bytes(6)
+    assert new_session(cache, n=6) == 0                  # would not fit; a is young
+    assert cache.bytes <= budget and len(cache) == 1
+    cache.new_context(a, FINAL_EPOCH, [], [])            # closing returns the bytes
+    assert cache.bytes == 0 and len(cache) == 0
+
+
+def test_new_session_evicts_as_many_less_valuable_sessions_as_it_needs():
+    clock = Clock()
+    cache = FetchSessionCache(clock=clock, max_bytes=session_bytes(4) * 3)
+    small = [new_session(cache, n=4) for _ in range(3)]
+    assert all(small) and len(cache) == 3
+    clock.now += EVICTION_MS + 1
+    for sid in small:                                   # old now, none stale
+        cache.new_context(sid, 1, [], [])
+    big = new_session(cache, n=9)
+    assert big != 0 and cache.evictions >= 2 and cache.bytes <= cache.max_bytes
+    assert cache.new_context(big, 1, [], []).error_code == 0
+
+
+def test_incremental_growth_past_the_budget_closes_the_session():
+    clock = Clock()
+    cache = FetchSessionCache(clock=clock, max_bytes=session_bytes(5))
+    sid = cache.new_context(0, INITIAL_EPOCH, [cp(0), cp(1)], []).session_id
+    ctx = cache.new_context(sid, 1, [cp(p) for p in range(2, 5)], [])
+    assert ctx.incremental and ctx.session_id == sid and cache.bytes == session_bytes(5)
+    ctx = cache.new_context(sid, 2, [cp(9)], [])          # 6 partitions do not fit
+    assert not ctx.incremental and ctx.session_id == 0
+    assert sorted(c.partition for c in ctx.partitions) == [0, 1, 2, 3, 4, 9]
+    assert len(cache) == 0 and cache.bytes == 0
+    assert cache.new_context(sid, 3, [], []).error_code == 70

@@ -1,0 +1,63 @@
+"""The request memory pool of one worker: `queued.max.request.bytes` (KIP-72).
+
+Kafka's SocketServer takes each request's buffer from a MemoryPool and, when the pool is
+exhausted, mutes the channels (stops reading from their sockets) until memory is
+released. Here the pool counts the bytes a worker's connections read and still hold:
+bytes of incomplete frames, and each complete request until it is answered. It never
+reserves a frame's declared size (a 5-byte header announcing 100 MB costs 5 bytes), so
+a flood of large headers cannot exhaust it either; bytes are charged as they arrive.
+
+Contract (one event loop, no threads): `room()` is how many bytes a connection may read
+now (it reads at most that much, then `take`s what it read); 0 means exhausted: the
+connection waits (`wait`, muted) until `release` brings the pool under its capacity.
+Reads are synchronous after a readiness wait, so the pool never holds more than its
+capacity. A capacity <= 0 is unbounded (Kafka's default, -1).
+"""
+from __future__ import annotations
+
+import asyncio
+
+
+class MemoryPool:
+    __slots__ = ("capacity", "used", "_waiters", "muted_total")
+
+    def __init__(self, capacity: int = -1):
+        self.capacity = capacity
+        self.used = 0
+        self._waiters: list[asyncio.Future] = []
+        self.muted_total = 0          # times a connection was muted (for tests and logs)
+
+    @property
+    def bounded(self) -> bool:
+        return self.capacity > 0
+
+    def room(self, want: int) -> int:
+        """How many of `want` bytes may be read now (0: the pool is exhausted)."""
+        if not self.bounded:
+            return want
+        return max(0, min(want, self.capacity - self.used))
+
+    def take(self, n: int) -> None:
+        self.used += n
+
+    def release(self, n: int) -> None:
+        if n <= 0:
+            return
+        self.used -= n
+        if self._waiters and (not self.bounded or self.used < self.capacity):
+            waiters, self._waiters = self._waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def wait(self) -> asyncio.Future:
+        """A future done once the pool has room again (the caller is muted till then)."""
+        fut = asyncio.get_running_loop().create_future()
+        if self.room(1):
+            fut.set_result(None)
+        else:
+            self.muted_total += 1
+            if len(self._waiters) > 256:      # futures a caller gave up on (timeouts)
+                self._waiters = [w for w in self._waiters if not w.done()]
+            self._waiters.append(fut)
+        return fut
