@@ -225,10 +225,21 @@ class EmbeddedController:
                    configs=self._created_configs(topic))
 
     def _created_configs(self, topic) -> list[dict]:
-        entries = configmod.describe_topic_configs(self._broker_cfg, topic.configs)
-        return [{"name": e["name"], "value": e["value"], "read_only": e["read_only"],
-                 "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
-                for e in entries]
+        # Describing a topic's configs costs milliseconds and depends only on the broker
+        # config and the overrides: topics created alike share one (read-only) answer.
+        cfg_obj, cache = getattr(self, "_configs_cache", (None, {}))
+        if cfg_obj is not self._broker_cfg or len(cache) > 256:
+            cache = {}
+            self._configs_cache = (self._broker_cfg, cache)
+        key = tuple(sorted(topic.configs.items()))
+        out = cache.get(key)
+        if out is None:
+            entries = configmod.describe_topic_configs(self._broker_cfg, topic.configs)
+            out = cache[key] = [{"name": e["name"], "value": e["value"],
+                                 "read_only": e["read_only"],
+                                 "config_source": e["config_source"],
+                                 "is_sensitive": e["is_sensitive"]} for e in entries]
+        return out
 
     async def ensure_internal_topic(self, name: str) -> None:
         """__consumer_offsets / __transaction_state, created on first use as Kafka does
