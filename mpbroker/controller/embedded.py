@@ -94,6 +94,7 @@ class EmbeddedController:
         self.quotas = MutationQuotas(window_num=self.cfg["controller.quota.window.num"],
                                      window_size_s=self.cfg["controller.quota.window.size.seconds"])
         self._mutating = asyncio.Lock()
+        self._configs_cache: tuple = (None, {})    # (broker config, {overrides: described})
 
     def _quota(self, quota):
         """The request's MutationQuota: `quota` is (client_id, strict) or None (not
@@ -227,7 +228,7 @@ class EmbeddedController:
     def _created_configs(self, topic) -> list[dict]:
         # Describing a topic's configs costs milliseconds and depends only on the broker
         # config and the overrides: topics created alike share one (read-only) answer.
-        cfg_obj, cache = getattr(self, "_configs_cache", (None, {}))
+        cfg_obj, cache = self._configs_cache
         if cfg_obj is not self._broker_cfg or len(cache) > 256:
             cache = {}
             self._configs_cache = (self._broker_cfg, cache)
@@ -267,7 +268,7 @@ class EmbeddedController:
                                    "error_code": ErrorCode.TOPIC_DELETION_DISABLED,
                                    "error_message": "Topic deletion is disabled."}
                                   for n, tid in targets], q)
-        results, gone = [], []
+        results, gone = [], {}      # ordered set of the names to delete
         md = self.md
         for name, topic_id in targets:
             res = {"name": name, "topic_id": topic_id or bytes(16), "error_code": 0,
@@ -283,41 +284,43 @@ class EmbeddedController:
                                         "This server does not host this topic-partition.")
                 if not q.try_record(len(t.partitions)):
                     raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_MESSAGE)
-                gone.append(t.name)
+                gone[t.name] = None
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
             results.append(res)
         if gone:
-            self._commit(model.delete_topics(md, gone))
+            self._commit(model.delete_topics(md, list(gone)))
         return self._results(results, q)
 
     async def create_partitions(self, specs: list[dict], validate_only: bool, timeout_ms: int,
                                 quota=None):
         async with self._mutating:
-            return self._create_partitions(specs, validate_only, quota)
+            return await self._create_partitions(specs, validate_only, quota)
 
-    def _create_partitions(self, specs, validate_only, quota):
+    async def _create_partitions(self, specs, validate_only, quota):
         q = self._quota(quota)
         results = []
-        md = self.md
+        growth = model.PartitionGrowth(self.md, self._limits())
         names = collections.Counter(s["name"] for s in specs)
-        for s in specs:
+        for i, s in enumerate(specs):
+            if i and i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             res = {"name": s["name"], "error_code": 0, "error_message": None}
             try:
                 if names[s["name"]] > 1:     # Kafka: every occurrence is refused
                     raise MetadataError(ErrorCode.INVALID_REQUEST,
                                         "Duplicate topic in request.")
-                new_md = model.add_partitions(md, s["name"], s["count"], s["assignments"],
-                                              limits=self._limits(),
-                                              admit=None if validate_only else q.try_record)
+                # validate_only still counts against the caps within the request, so
+                # that its answer is the one the real request would get
+                growth.grow(s["name"], s["count"], s["assignments"],
+                            admit=None if validate_only else q.try_record)
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
-            else:
-                if not validate_only:
-                    md = new_md
             results.append(res)
-        if md is not self.md:
-            self._commit(md)
+        if not validate_only:
+            md = growth.result()
+            if md is not self.md:
+                self._commit(md)
         return self._results(results, q)
 
     # ----------------------------------------------------------------- configs

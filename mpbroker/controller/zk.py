@@ -1488,6 +1488,7 @@ class ZkController(EmbeddedController):
         q = self._quota(quota)
         results, grown = [], {}
         seen = set()
+        growth = model.PartitionGrowth(self._view_for_create(), self._limits())
         for s in specs:
             res = {"name": s["name"], "error_code": 0, "error_message": None}
             try:
@@ -1497,12 +1498,9 @@ class ZkController(EmbeddedController):
                 if s["name"] in self.deleting:
                     raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                         f"The topic {s['name']} is queued for deletion.")
-                md = self._view_for_create()
-                new_md = model.add_partitions(md, s["name"], s["count"], s["assignments"],
-                                              limits=self._limits(),
-                                              admit=None if validate_only else q.try_record)
+                t = growth.grow(s["name"], s["count"], s["assignments"],
+                                admit=None if validate_only else q.try_record)
                 if not validate_only:
-                    t = new_md.topics[s["name"]]
                     await self._write_partitions(t)
                     grown[t.name] = len(t.partitions)
             except MetadataError as e:

@@ -39,7 +39,7 @@ __all__ = [
     "delete_topic", "delete_topics", "delete_topic_by_id", "add_partitions", "set_topic_configs", "update_partition",
     "register_broker", "unregister_broker", "set_controller", "new_cluster_metadata",
     "generate_cluster_id", "generate_topic_id", "uuid_to_str", "uuid_from_str", "ZERO_UUID",
-    "TopicBatch", "PartitionLimits", "partition_counts", "MAX_PARTITIONS_PER_REQUEST",
+    "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts", "MAX_PARTITIONS_PER_REQUEST",
     "EXCESSIVE_PARTITIONS_MESSAGE",
 ]
 
@@ -481,53 +481,84 @@ def add_partitions(md: ClusterMetadata, name: str, total_count: int,
                    rng: Optional[random.Random] = None,
                    limits: Optional[PartitionLimits] = None,
                    admit: Optional[Callable[[int], bool]] = None) -> ClusterMetadata:
-    """CreatePartitions: grow ``name`` to ``total_count`` partitions.
-    ``assignments`` lists the replicas of each new partition, in order. More than
-    ``MAX_PARTITIONS_PER_REQUEST`` new partitions, or passing ``limits``, is
-    POLICY_VIOLATION."""
-    topic = md.topic(name)
-    current = len(topic.partitions)
-    if total_count < current:
-        raise MetadataError(ErrorCode.INVALID_PARTITIONS,
-                            f"Topic currently has {current} partitions, which is higher than the requested {total_count}.")
-    if total_count == current:
-        raise MetadataError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
-    to_add = total_count - current
-    if to_add > MAX_PARTITIONS_PER_REQUEST:
-        raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
-    rf = topic.replication_factor
-    if assignments is not None:
-        if len(assignments) != to_add:
-            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                f"Increasing the number of partitions by {to_add} but {len(assignments)} "
-                                "assignments provided.")
-        bad = [(current + i, len(r)) for i, r in enumerate(assignments) if len(r) != rf]
-        if bad:
-            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
-                                f"partitions [{', '.join(str(p) for p, _ in bad)}] have replication factors "
-                                f"[{', '.join(str(n) for _, n in bad)}], respectively.")
-        for i, r in enumerate(assignments):
-            if len(set(r)) != len(r):
+    """CreatePartitions for one topic (see ``PartitionGrowth.grow``)."""
+    growth = PartitionGrowth(md, limits)
+    growth.grow(name, total_count, assignments, rng=rng, admit=admit)
+    return growth.result()
+
+
+class PartitionGrowth:
+    """CreatePartitions for many topics on one metadata, linear in their number: the
+    topic map is copied and the partitions counted once; at most
+    ``MAX_PARTITIONS_PER_REQUEST`` new partitions in all (POLICY_VIOLATION past it, as
+    past ``limits``); ``result()`` makes one new metadata."""
+
+    def __init__(self, md: ClusterMetadata, limits: Optional[PartitionLimits] = None):
+        self.md = md
+        self.topics: Dict[str, Topic] = dict(md.topics)
+        self._counts = _Counts(md, limits)
+        self.added = 0
+
+    def grow(self, name: str, total_count: int, assignments: Optional[Sequence[Sequence[int]]] = None,
+             rng: Optional[random.Random] = None,
+             admit: Optional[Callable[[int], bool]] = None) -> Topic:
+        """Grow ``name`` to ``total_count`` partitions; ``assignments`` lists the
+        replicas of each new partition, in order; ``admit`` (the quota) is asked last."""
+        md = self.md
+        topic = self.topics.get(name)
+        if topic is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                "This server does not host this topic-partition.")
+        current = len(topic.partitions)
+        if total_count < current:
+            raise MetadataError(ErrorCode.INVALID_PARTITIONS,
+                                f"Topic currently has {current} partitions, which is higher than the requested {total_count}.")
+        if total_count == current:
+            raise MetadataError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        to_add = total_count - current
+        if self.added + to_add > MAX_PARTITIONS_PER_REQUEST:
+            raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
+        rf = topic.replication_factor
+        if assignments is not None:
+            if len(assignments) != to_add:
                 raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                    f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, r))} "
-                                    f"for partition id {current + i}.")
-        unknown = sorted({b for r in assignments for b in r} - set(md.brokers))
-        if unknown:
-            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
-        new = {current + i: list(r) for i, r in enumerate(assignments)}
-    else:
-        # Kafka continues the existing pattern: start at the broker that leads partition 0.
-        brokers = sorted(md.brokers)
-        first = topic.partitions[0].replicas[0] if 0 in topic.partitions else brokers[0]
-        start = next((i for i, b in enumerate(brokers) if b >= first), 0)
-        new = assign_replicas(to_add, rf, brokers, fixed_start_index=start, start_partition_id=current, rng=rng)
-    _Counts(md, limits).add(f"Adding {to_add} partitions to topic '{name}'", new, admit=admit)
-    partitions = dict(topic.partitions)
-    for p, r in new.items():
-        partitions[p] = _initial_state(p, r, md.brokers)
-    return md._next(topics={**md.topics, name: replace(topic, partitions=partitions)})
+                                    f"Increasing the number of partitions by {to_add} but {len(assignments)} "
+                                    "assignments provided.")
+            bad = [(current + i, len(r)) for i, r in enumerate(assignments) if len(r) != rf]
+            if bad:
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
+                                    f"partitions [{', '.join(str(p) for p, _ in bad)}] have replication factors "
+                                    f"[{', '.join(str(n) for _, n in bad)}], respectively.")
+            for i, r in enumerate(assignments):
+                if len(set(r)) != len(r):
+                    raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                        f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, r))} "
+                                        f"for partition id {current + i}.")
+            unknown = sorted({b for r in assignments for b in r} - set(md.brokers))
+            if unknown:
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+            new = {current + i: list(r) for i, r in enumerate(assignments)}
+        else:
+            # Kafka continues the existing pattern: start at the broker that leads partition 0.
+            brokers = sorted(md.brokers)
+            first = topic.partitions[0].replicas[0] if 0 in topic.partitions else brokers[0]
+            start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+            new = assign_replicas(to_add, rf, brokers, fixed_start_index=start, start_partition_id=current, rng=rng)
+        self._counts.add(f"Adding {to_add} partitions to topic '{name}'", new, admit=admit)
+        partitions = dict(topic.partitions)
+        for p, r in new.items():
+            partitions[p] = _initial_state(p, r, md.brokers)
+        grown = self.topics[name] = replace(topic, partitions=partitions)
+        self.added += to_add
+        return grown
+
+    def result(self) -> ClusterMetadata:
+        """The metadata with every grown topic (the input itself when none was)."""
+        if not self.added:
+            return self.md
+        return self.md._next(topics=self.topics)
 
 
 def set_topic_configs(md: ClusterMetadata, name: str, configs: Mapping[str, str]) -> ClusterMetadata:

@@ -106,3 +106,17 @@ def test_mutations_do_not_interleave(tmp_path):
     gone = run(main())
     # the delete waited for the creation: it found t5 and the result has no t5
     assert gone[0]["error_code"] == 0 and "t5" not in ctl.md.topics and len(ctl.md.topics) == 999
+
+
+def test_quota_and_caps_follow_dynamic_config(tmp_path):
+    ctl = make(tmp_path)
+    assert run(ctl.create_topics([spec("a", 50)], False, 0, ("app", True)))[0]["error_code"] == 0
+    out = run(ctl.alter_configs([(embedded.BROKER, "", [("controller.mutation.rate", embedded.SET, "0.01"),
+                                                        ("max.broker.partitions", embedded.SET, "60")])],
+                                True, False))
+    assert out == [(embedded.BROKER, "", 0, None)]
+    res = run(ctl.create_topics([spec("b", 11)], False, 0, ("app", True)))
+    assert res[0]["error_code"] == ErrorCode.POLICY_VIOLATION
+    res = run(ctl.create_topics([spec("b", 1), spec("c", 1)], False, 0, ("app", True)))
+    assert [r["error_code"] for r in res] == [0, ErrorCode.THROTTLING_QUOTA_EXCEEDED]
+    assert res.throttle_time_ms > 0

@@ -367,3 +367,23 @@ def test_store_writes_compact_json_and_reads_the_file_once(tmp_path, monkeypatch
         store.save(md)
     assert loads == []
     assert MetadataStore(str(tmp_path)).load() == md
+
+
+def test_partition_growth_counts_once_and_bounds_the_request(monkeypatch):
+    batch = m.TopicBatch(cluster(1))
+    for i in range(500):
+        batch.create(f"g{i}", 1, 1)
+    md = batch.result()
+    calls = []
+    real = m.partition_counts
+    monkeypatch.setattr(m, "partition_counts", lambda md: calls.append(1) or real(md))
+    growth = m.PartitionGrowth(md, m.PartitionLimits(max_broker_partitions=100_000))
+    for i in range(500):
+        growth.grow(f"g{i}", 2)
+    out = growth.result()
+    assert len(calls) == 1 and out.epoch == md.epoch + 1
+    assert all(len(out.topics[f"g{i}"].partitions) == 2 for i in range(500))
+    growth = m.PartitionGrowth(md)
+    growth.grow("g0", 5001)
+    assert code_of(growth.grow, "g1", 5001)[0] == ErrorCode.POLICY_VIOLATION   # 10,000 new in all
+    assert code_of(growth.grow, "nope", 2)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
