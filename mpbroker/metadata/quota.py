@@ -14,8 +14,10 @@ token bucket, Kafka's ``TokenBucket``:
   THROTTLING_QUOTA_EXCEEDED and nothing of it is done;
 * permissive (older versions, and Metadata auto-creation): everything is admitted and
   counted;
-* the throttle time is -K / rate seconds while K < 0, else 0; it goes in the
-  response's ``throttle_time_ms`` (older versions are also answered that much later).
+* the throttle time is -K / rate seconds while K < 0, else 0 (strict: only once a
+  topic was refused); it goes in the response's ``throttle_time_ms`` (versions before
+  KIP-219 are also answered that much later, workers/handlers/_quota.py). A rate of 0
+  admits one mutation and then refuses, with a throttle time of one quota window.
 
 The rate is ``controller.mutation.rate`` (mpbroker's broker-level default of Kafka's
 ``controller_mutation_rate`` client quota; the default, Double.MAX, is no quota).
