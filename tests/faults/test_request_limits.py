@@ -104,6 +104,7 @@ def test_metadata_naming_20000_new_topics_keeps_the_controller_alive(fresh_broke
     assert len(created) + len(refused) == 9999            # one request's bound
     assert all(codes[n] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for n in names[9999:])
     assert b.is_alive() and "no heartbeat" not in b.log_text()
+    assert metadata_file_size(b) < 400 * 200 + 64 * 1024     # bounded by the cap
     harness.wait_for_topic(b.bootstrap, created[0], 1)
     produce_and_consume(b.bootstrap, created[0])
     b.restart()
