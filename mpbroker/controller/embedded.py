@@ -16,7 +16,9 @@ DeleteTopics take an optional `quota = (client_id, strict)` and are counted in t
 KIP-599 controller mutation quota (`mpbroker.metadata.quota`, `controller.mutation.rate`);
 their results are a `MutationResults` list carrying `throttle_time_ms`. One request may
 create at most 9,999 partitions (KRaft's bound) and no change may pass
-`max.broker.partitions` / `max.partitions` (POLICY_VIOLATION). Topic creation is linear
+`max.broker.partitions` / `max.partitions` (POLICY_VIOLATION); `max.broker.partitions`
+is lowered to what the workers' RLIMIT_NOFILE can hold (`fd_ceiling`; in cluster mode
+this broker's limit stands in for every broker's). Topic creation is linear
 in the number of topics (`model.TopicBatch`) and yields to the event loop every
 `YIELD_EVERY` topics so that the controller's heartbeat keeps beating; the mutations hold
 one lock, so a change never interleaves with another.
@@ -28,6 +30,7 @@ import collections
 import json
 import logging
 import os
+import resource
 from dataclasses import replace
 
 from mpbroker import config as configmod
@@ -42,6 +45,23 @@ PRODUCER_ID_BLOCK = 1000
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 YIELD_EVERY = 256        # topics created between two yields to the event loop (heartbeats)
+FDS_PER_PARTITION = 6    # descriptors a worker holds for one new partition (measured)
+FD_RESERVE = 1024        # descriptors a worker keeps for connections, channels, rolls
+
+
+def fd_ceiling(workers: int, soft_limit: int | None = None) -> tuple[int | None, str]:
+    """(the most partitions this broker's workers can keep open, a note naming why) or
+    (None, "") when the file descriptor limit does not bind. A worker keeps about
+    `FDS_PER_PARTITION` descriptors per partition (segment, offset and time index, their
+    checkpoint files) and needs `FD_RESERVE` for connections and channels; past its
+    RLIMIT_NOFILE it can open nothing, connections included (issue #15)."""
+    if soft_limit is None:
+        soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft_limit == resource.RLIM_INFINITY or soft_limit < 0:
+        return None, ""
+    ceiling = max(1, workers * max(0, soft_limit - FD_RESERVE) // FDS_PER_PARTITION)
+    return ceiling, (f"max.broker.partitions, lowered to what RLIMIT_NOFILE={soft_limit} allows "
+                     f"{workers} worker(s) at {FDS_PER_PARTITION} descriptors a partition")
 
 
 def internal_topic_spec(cfg, name: str) -> tuple[int, int, dict]:
@@ -95,6 +115,11 @@ class EmbeddedController:
                                      window_size_s=self.cfg["controller.quota.window.size.seconds"])
         self._mutating = asyncio.Lock()
         self._configs_cache: tuple = (None, {})    # (broker config, {overrides: described})
+        self._fd_ceiling, self._fd_note = fd_ceiling(self.cfg.num_workers)
+        if self._fd_ceiling is not None and self._fd_ceiling < self.cfg["max.broker.partitions"]:
+            log.warning("max.broker.partitions=%d is more than the file descriptor limit allows; "
+                        "using %d (%s)", self.cfg["max.broker.partitions"], self._fd_ceiling,
+                        self._fd_note)
 
     def _quota(self, quota):
         """The request's MutationQuota: `quota` is (client_id, strict) or None (not
@@ -105,7 +130,10 @@ class EmbeddedController:
 
     def _limits(self) -> model.PartitionLimits:
         c = self._broker_cfg
-        return model.PartitionLimits(c["max.broker.partitions"], c["max.partitions"])
+        configured = c["max.broker.partitions"]
+        if self._fd_ceiling is not None and self._fd_ceiling < configured:
+            return model.PartitionLimits(self._fd_ceiling, c["max.partitions"], self._fd_note)
+        return model.PartitionLimits(configured, c["max.partitions"])
 
     def _requested_partitions(self, specs) -> int:
         default = self.cfg["num.partitions"]

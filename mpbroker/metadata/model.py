@@ -315,6 +315,7 @@ class PartitionLimits:
     is no cap. A change that would pass a cap is refused with POLICY_VIOLATION."""
     max_broker_partitions: Optional[int] = None
     max_partitions: Optional[int] = None
+    broker_limit_source: str = "max.broker.partitions"    # named in the refusal
 
 
 def partition_counts(md: ClusterMetadata) -> Tuple[int, Dict[int, int]]:
@@ -334,7 +335,8 @@ class _Counts:
 
     def __init__(self, md: ClusterMetadata, limits: Optional[PartitionLimits]):
         self.limits = limits or PartitionLimits()
-        self.active = self.limits != PartitionLimits()
+        self.active = (self.limits.max_broker_partitions is not None
+                       or self.limits.max_partitions is not None)
         self.total, self.per_broker = partition_counts(md) if self.active else (0, {})
 
     def add(self, what: str, assignment: Mapping[int, Sequence[int]], exempt: bool = False,
@@ -364,7 +366,7 @@ class _Counts:
                         raise MetadataError(
                             ErrorCode.POLICY_VIOLATION,
                             f"{what} would bring broker {b} to {n} partition replicas, above the "
-                            f"limit of {lim.max_broker_partitions} (max.broker.partitions).")
+                            f"limit of {lim.max_broker_partitions} ({lim.broker_limit_source}).")
         if admit is not None and not admit(len(assignment)):
             raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
         self.total += len(assignment)

@@ -120,3 +120,16 @@ def test_quota_and_caps_follow_dynamic_config(tmp_path):
     res = run(ctl.create_topics([spec("b", 1), spec("c", 1)], False, 0, ("app", True)))
     assert [r["error_code"] for r in res] == [0, ErrorCode.THROTTLING_QUOTA_EXCEEDED]
     assert res.throttle_time_ms > 0
+
+
+def test_file_descriptor_limit_lowers_the_broker_cap(tmp_path, monkeypatch):
+    assert embedded.fd_ceiling(2, soft_limit=20000)[0] == 2 * (20000 - 1024) // 6
+    assert embedded.fd_ceiling(1, soft_limit=100)[0] == 1          # never below one
+    assert embedded.fd_ceiling(4, soft_limit=embedded.resource.RLIM_INFINITY) == (None, "")
+    monkeypatch.setattr(embedded, "fd_ceiling", lambda workers: (
+        30, f"max.broker.partitions, lowered to what RLIMIT_NOFILE=1204 allows {workers} worker(s)"))
+    ctl = make(tmp_path, num_workers=1)
+    res = run(ctl.create_topics([spec("a", 20), spec("b", 20)], False, 0))
+    assert [r["error_code"] for r in res] == [0, ErrorCode.POLICY_VIOLATION]
+    assert "limit of 30 (max.broker.partitions, lowered to what RLIMIT_NOFILE=1204 allows 1 worker(s)" \
+        in res[1]["error_message"]
