@@ -16,6 +16,13 @@ raised out of the way):
 
 Everything runs in this process on a temporary directory (the metadata store writes
 and fsyncs as in the broker; nothing is pushed to workers).
+
+    .venv/bin/python -m loadtest.bench_topic_creation --broker [--sizes 500,1000,2000] [--workers 2]
+
+End to end instead: a fresh `mpbroker serve` per size answers one CreateTopics v4 of
+one topic with N partitions (the answer comes once the asking worker applied the new
+metadata, i.e. opened its share of the N logs); printed with the time `Log.open` takes
+for N logs in this process on the same disk (the raw cost), and their ratio.
 """
 from __future__ import annotations
 
@@ -78,13 +85,73 @@ def per_topic_round(n: int) -> float:
     return time.perf_counter() - start
 
 
+def create_topics_v4(bootstrap: str, name: str, partitions: int, timeout_s: float = 300) -> int:
+    """One CreateTopics v4 (non-flexible: request header v1); the topic's error code."""
+    import socket
+    import struct
+    from mpbroker.protocol import codec
+    body = codec.encode_request(19, 4, {"topics": [{
+        "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+        "configs": []}], "timeout_ms": int(timeout_s * 1000)})
+    cid = b"bench-topic-creation"
+    payload = struct.pack(">hhih", 19, 4, 1, len(cid)) + cid + body
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", _recv(sock, 4))[0]
+        frame = _recv(sock, size)
+    resp = codec.decode_response(19, 4, memoryview(frame), 4)
+    return resp["topics"][0]["error_code"]
+
+
+def _recv(sock, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+def raw_log_open_s(n: int) -> float:
+    from storage.log import Log, LogConfig
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        logs = [Log.open(f"{tmp}/t-{i}", LogConfig()) for i in range(n)]
+        took = time.perf_counter() - start
+        for lg in logs:
+            lg.close()
+        return took
+
+
+def broker_main(sizes: list[int], workers: int) -> None:
+    from loadtest.peers import MpbrokerPeer, make_workdir
+    print(f"{'partitions':>10} {'broker answer s':>16} {'raw Log.open s':>15} {'ratio':>7}")
+    for n in sizes:
+        peer = MpbrokerPeer(make_workdir("topic-creation-"), {"num.workers": workers}).start()
+        try:
+            start = time.perf_counter()
+            code = create_topics_v4(peer.bootstrap, "bench", n)
+            took = time.perf_counter() - start
+        finally:
+            peer.stop()
+        raw = raw_log_open_s(n)
+        print(f"{n:10d} {took:16.2f} {raw:15.2f} {took / raw:7.2f}" + (f"  error {code}" if code else ""))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--sizes", default="1200,2400,4800,9600")
+    ap.add_argument("--sizes", default=None)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--per-topic-max", type=int, default=9600)
+    ap.add_argument("--broker", action="store_true", help="end to end against mpbroker serve")
+    ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
-    sizes = [int(x) for x in a.sizes.split(",")]
+    if a.broker:
+        broker_main([int(x) for x in (a.sizes or "500,1000,2000").split(",")], a.workers)
+        return
+    sizes = [int(x) for x in (a.sizes or "1200,2400,4800,9600").split(",")]
     print(f"{'topics':>7} {'batch s':>9} {'x prev':>7} {'per-topic s':>12} {'x prev':>7} "
           f"{'max gap ms':>11} {'gap/total':>10}")
     prev_b = prev_p = None
