@@ -36,11 +36,12 @@ __all__ = [
     "ErrorCode", "MetadataError", "Broker", "PartitionState", "Topic", "ClusterMetadata",
     "INTERNAL_TOPICS", "MAX_TOPIC_NAME_LENGTH", "validate_topic_name", "has_collision_chars",
     "unify_collision_chars", "assign_replicas", "validate_replica_assignment", "create_topic",
-    "delete_topic", "delete_topics", "delete_topic_by_id", "add_partitions", "set_topic_configs", "update_partition",
+    "delete_topic", "delete_topics", "delete_topic_by_id", "add_partitions", "set_topic_configs",
+    "update_partition",
     "register_broker", "unregister_broker", "set_controller", "new_cluster_metadata",
     "generate_cluster_id", "generate_topic_id", "uuid_to_str", "uuid_from_str", "ZERO_UUID",
-    "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts", "MAX_PARTITIONS_PER_REQUEST",
-    "EXCESSIVE_PARTITIONS_MESSAGE",
+    "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts",
+    "MAX_PARTITIONS_PER_REQUEST", "EXCESSIVE_PARTITIONS_MESSAGE",
 ]
 
 
@@ -306,6 +307,7 @@ def create_topic(md: ClusterMetadata, name: str, num_partitions: int = -1, repli
 # make more records than that, one per partition plus the topic's own record.
 MAX_PARTITIONS_PER_REQUEST = 10000 - 1
 EXCESSIVE_PARTITIONS_MESSAGE = "Excessively large number of partitions per request."
+_THROTTLED = "The throttling quota has been exceeded."      # Kafka's THROTTLING_QUOTA_EXCEEDED text
 
 
 @dataclass(frozen=True)
@@ -346,7 +348,7 @@ class _Counts:
         (internal topics: their coordinators cannot work without them)."""
         if not self.active:
             if admit is not None and not admit(len(assignment)):
-                raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
+                raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, _THROTTLED)
             return
         added: Dict[int, int] = {}
         for replicas in assignment.values():
@@ -368,7 +370,7 @@ class _Counts:
                             f"{what} would bring broker {b} to {n} partition replicas, above the "
                             f"limit of {lim.max_broker_partitions} ({lim.broker_limit_source}).")
         if admit is not None and not admit(len(assignment)):
-            raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
+            raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, _THROTTLED)
         self.total += len(assignment)
         for b, n in added.items():
             self.per_broker[b] = self.per_broker.get(b, 0) + n
