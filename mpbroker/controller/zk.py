@@ -1390,8 +1390,11 @@ class ZkController(EmbeddedController):
                 if await self._z(self.zk.exists_async, f"{Z.DELETE_TOPICS}/{s['name']}") is not None:
                     raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                         f"Topic '{s['name']}' is marked for deletion.")
-                configmod.effective_topic_config(self._broker_cfg, configs)
-                t = self._create_in(batch, s, configs, None if validate_only else q.try_record)
+                def admit(n, configs=configs):
+                    # after the model's checks (their errors come first), before counting
+                    configmod.effective_topic_config(self._broker_cfg, configs)
+                    return validate_only or q.try_record(n)
+                t = self._create_in(batch, s, configs, admit)
                 if not validate_only:
                     try:
                         await self._write_topic(t.name, t)
