@@ -375,6 +375,12 @@ _BROKER_TABLE = [
     ("ssl.key.password", P, None, None, HIGH, PB, "The password of the private key in the key store file."),
     ("ssl.truststore.password", P, None, None, HIGH, PB, "The password for the trust store file."),
     ("authorizer.class.name", S, "", None, LOW, RO, "The fully qualified name of a class that implements Kafka's Authorizer interface. mpbroker has no authorizer yet: a non-empty value is refused at start."),
+    # request limits (issue #15): KIP-599 controller mutation quota, KIP-578 partition caps
+    ("controller.mutation.rate", D, DOUBLE_MAX, at_least(0), MED, CW, "The default controller_mutation_rate client quota (KIP-599) of every user/client-id: partitions created or deleted per second through CreateTopics, CreatePartitions and DeleteTopics, as a token bucket of burst rate * controller.quota.window.num * controller.quota.window.size.seconds. The default is no quota."),
+    ("controller.quota.window.num", I, 11, at_least(1), LOW, RO, "The number of samples to retain in memory for controller mutation quotas."),
+    ("controller.quota.window.size.seconds", I, 1, at_least(1), LOW, RO, "The time span of each sample for controller mutations quotas."),
+    ("max.broker.partitions", I, 4000, at_least(1), MED, CW, "The maximum number of partition replicas one broker may host (KIP-578); a CreateTopics or CreatePartitions that would pass it is refused with POLICY_VIOLATION."),
+    ("max.partitions", I, INT_MAX, at_least(1), MED, CW, "The maximum number of partitions in the cluster (KIP-578); a CreateTopics or CreatePartitions that would pass it is refused with POLICY_VIOLATION."),
     # mpbroker's own
     ("num.workers", I, None, at_least(1), HIGH, RO, "mpbroker: number of worker processes (one per core). Default: the number of CPUs usable by this process."),
     ("worker.cpu.affinity", B, True, None, MED, RO, "mpbroker: pin each worker process to one CPU."),

@@ -673,14 +673,14 @@ class ControllerClient:
     async def ensure_internal_topic(self, name: str) -> None:
         await self._call("ensure_internal_topic", (name,))
 
-    async def create_topics(self, specs, validate_only, timeout_ms):
-        return await self._call("create_topics", (specs, validate_only, timeout_ms))
+    async def create_topics(self, specs, validate_only, timeout_ms, quota=None):
+        return await self._call("create_topics", (specs, validate_only, timeout_ms, quota))
 
-    async def delete_topics(self, targets, timeout_ms):
-        return await self._call("delete_topics", (targets, timeout_ms))
+    async def delete_topics(self, targets, timeout_ms, quota=None):
+        return await self._call("delete_topics", (targets, timeout_ms, quota))
 
-    async def create_partitions(self, specs, validate_only, timeout_ms):
-        return await self._call("create_partitions", (specs, validate_only, timeout_ms))
+    async def create_partitions(self, specs, validate_only, timeout_ms, quota=None):
+        return await self._call("create_partitions", (specs, validate_only, timeout_ms, quota))
 
     async def alter_configs(self, resources, incremental, validate_only):
         return await self._call("alter_configs", (resources, incremental, validate_only))

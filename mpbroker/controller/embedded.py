@@ -10,17 +10,33 @@ an id is never given twice, even across restarts (ZooKeeper's
 
 The worker-facing methods are coroutines so that the same calls can cross a process
 boundary later (multiprocess runtime) without the handlers changing.
+
+Limits on what one request may ask (issue #15): CreateTopics / CreatePartitions /
+DeleteTopics take an optional `quota = (client_id, strict)` and are counted in the
+KIP-599 controller mutation quota (`mpbroker.metadata.quota`, `controller.mutation.rate`);
+their results are a `MutationResults` list carrying `throttle_time_ms`. One request may
+create at most 9,999 partitions (KRaft's bound) and no change may pass
+`max.broker.partitions` / `max.partitions` (POLICY_VIOLATION); `max.broker.partitions`
+is lowered to what the workers' RLIMIT_NOFILE can hold (`fd_ceiling`; in cluster mode
+this broker's limit stands in for every broker's). Topic creation is linear
+in the number of topics (`model.TopicBatch`) and yields to the event loop every
+`YIELD_EVERY` topics so that the controller's heartbeat keeps beating; the mutations hold
+one lock, so a change never interleaves with another.
 """
 from __future__ import annotations
 
+import asyncio
+import collections
 import json
 import logging
 import os
+import resource
 from dataclasses import replace
 
 from mpbroker import config as configmod
 from mpbroker.metadata import model, store
 from mpbroker.metadata.model import INTERNAL_TOPICS, MetadataError
+from mpbroker.metadata.quota import THROTTLING_MESSAGE, MutationQuotas, MutationResults
 from mpbroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -28,6 +44,24 @@ log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+YIELD_EVERY = 256        # topics created between two yields to the event loop (heartbeats)
+FDS_PER_PARTITION = 6    # descriptors a worker holds for one new partition (measured)
+FD_RESERVE = 1024        # descriptors a worker keeps for connections, channels, rolls
+
+
+def fd_ceiling(workers: int, soft_limit: int | None = None) -> tuple[int | None, str]:
+    """(the most partitions this broker's workers can keep open, a note naming why) or
+    (None, "") when the file descriptor limit does not bind. A worker keeps about
+    `FDS_PER_PARTITION` descriptors per partition (segment, offset and time index, their
+    checkpoint files) and needs `FD_RESERVE` for connections and channels; past its
+    RLIMIT_NOFILE it can open nothing, connections included (issue #15)."""
+    if soft_limit is None:
+        soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft_limit == resource.RLIM_INFINITY or soft_limit < 0:
+        return None, ""
+    ceiling = max(1, workers * max(0, soft_limit - FD_RESERVE) // FDS_PER_PARTITION)
+    return ceiling, (f"max.broker.partitions, lowered to what RLIMIT_NOFILE={soft_limit} allows "
+                     f"{workers} worker(s) at {FDS_PER_PARTITION} descriptors a partition")
 
 
 def internal_topic_spec(cfg, name: str) -> tuple[int, int, dict]:
@@ -72,6 +106,46 @@ class EmbeddedController:
         self._dynamic = self._load_json(self._dynamic_path, {"broker": {}, "default": {}})
         self._broker_cfg = cfg.with_dynamic(broker=self._dynamic["broker"],
                                             default=self._dynamic["default"])
+        self._init_limits()
+
+    # ----------------------------------------------------------------- limits
+    def _init_limits(self) -> None:
+        """The quota buckets and the mutation lock (the ZooKeeper controller calls this too)."""
+        self.quotas = MutationQuotas(window_num=self.cfg["controller.quota.window.num"],
+                                     window_size_s=self.cfg["controller.quota.window.size.seconds"])
+        self._mutating = asyncio.Lock()
+        self._configs_cache: tuple = (None, {})    # (broker config, {overrides: described})
+        self._fd_ceiling, self._fd_note = fd_ceiling(self.cfg.num_workers)
+        if self._fd_ceiling is not None and self._fd_ceiling < self.cfg["max.broker.partitions"]:
+            log.warning("max.broker.partitions=%d is more than the file descriptor limit allows; "
+                        "using %d (%s)", self.cfg["max.broker.partitions"], self._fd_ceiling,
+                        self._fd_note)
+
+    def _quota(self, quota):
+        """The request's MutationQuota: `quota` is (client_id, strict) or None (not
+        counted); the rate is read now, so an AlterConfigs applies at once."""
+        self.quotas.configure(self._broker_cfg["controller.mutation.rate"])
+        client_id, strict = quota if quota is not None else (None, False)
+        return self.quotas.quota(client_id, bool(strict))
+
+    def _limits(self) -> model.PartitionLimits:
+        c = self._broker_cfg
+        configured = c["max.broker.partitions"]
+        if self._fd_ceiling is not None and self._fd_ceiling < configured:
+            return model.PartitionLimits(self._fd_ceiling, c["max.partitions"], self._fd_note)
+        return model.PartitionLimits(configured, c["max.partitions"])
+
+    def _requested_partitions(self, specs) -> int:
+        default = self.cfg["num.partitions"]
+        return sum(len(s["assignments"]) if s.get("assignments")
+                   else (default if s["num_partitions"] == -1 else max(0, s["num_partitions"]))
+                   for s in specs)
+
+    @staticmethod
+    def _results(results: list, q) -> MutationResults:
+        out = MutationResults(results)
+        out.throttle_time_ms = q.throttle_time_ms()
+        return out
 
     # ----------------------------------------------------------------- plumbing
     @staticmethod
@@ -111,25 +185,41 @@ class EmbeddedController:
                 "default_replication_factor": self.cfg["default.replication.factor"]}
 
     # ----------------------------------------------------------------- topics
-    async def create_topics(self, specs: list[dict], validate_only: bool, timeout_ms: int):
+    async def create_topics(self, specs: list[dict], validate_only: bool, timeout_ms: int,
+                            quota=None):
+        async with self._mutating:
+            return await self._create_topics(specs, validate_only, quota)
+
+    async def _create_topics(self, specs, validate_only, quota):
+        q = self._quota(quota)
         results = []
-        md = self.md
-        for s in specs:
+        if self._requested_partitions(specs) > model.MAX_PARTITIONS_PER_REQUEST:
+            for s in specs:     # KRaft refuses the whole request
+                res = self._create_result(s["name"])
+                res["error_code"] = ErrorCode.POLICY_VIOLATION
+                res["error_message"] = model.EXCESSIVE_PARTITIONS_MESSAGE
+                results.append(res)
+            return self._results(results, q)
+        batch = model.TopicBatch(self.md, self._limits())
+        check = model.TopicBatch(self.md, self._limits()) if validate_only else batch
+        for i, s in enumerate(specs):
+            if i and i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             res = self._create_result(s["name"])
             try:
-                new_md = self._create_in(md, s, self._check_create_spec(s))
+                topic = self._create_in(check, s, self._check_create_spec(s),
+                                        None if validate_only else q.try_record)
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
             except configmod.ConfigError as e:
                 res["error_code"], res["error_message"] = ErrorCode.INVALID_CONFIG, str(e)
             else:
-                self._fill_created(res, new_md.topics[s["name"]])
-                if not validate_only:
-                    md = new_md
+                self._fill_created(res, topic)
             results.append(res)
+        md = batch.result()
         if md is not self.md:
             self._commit(md)
-        return results
+        return self._results(results, q)
 
     @staticmethod
     def _create_result(name: str) -> dict:
@@ -150,12 +240,13 @@ class EmbeddedController:
                                 "Null value not supported for topic configs")
         return configs
 
-    def _create_in(self, md, spec: dict, configs: dict):
-        """The metadata with the topic of a checked CreateTopics entry added
-        (MetadataError or ConfigError when Kafka would refuse it)."""
-        return model.create_topic(md, spec["name"], spec["num_partitions"],
-                                  spec["replication_factor"], spec["assignments"] or None,
-                                  configs, **self._topic_defaults())
+    def _create_in(self, batch: model.TopicBatch, spec: dict, configs: dict, admit=None):
+        """Add the topic of a checked CreateTopics entry to `batch` and return it
+        (MetadataError or ConfigError when Kafka would refuse it; `admit` is the
+        quota's say, asked last)."""
+        return batch.create(spec["name"], spec["num_partitions"], spec["replication_factor"],
+                            spec["assignments"] or None, configs, admit=admit,
+                            **self._topic_defaults())
 
     def _fill_created(self, res: dict, topic) -> None:
         res.update(topic_id=topic.topic_id, num_partitions=len(topic.partitions),
@@ -163,13 +254,29 @@ class EmbeddedController:
                    configs=self._created_configs(topic))
 
     def _created_configs(self, topic) -> list[dict]:
-        entries = configmod.describe_topic_configs(self._broker_cfg, topic.configs)
-        return [{"name": e["name"], "value": e["value"], "read_only": e["read_only"],
-                 "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
-                for e in entries]
+        # Describing a topic's configs costs milliseconds and depends only on the broker
+        # config and the overrides: topics created alike share one (read-only) answer.
+        cfg_obj, cache = self._configs_cache
+        if cfg_obj is not self._broker_cfg or len(cache) > 256:
+            cache = {}
+            self._configs_cache = (self._broker_cfg, cache)
+        key = tuple(sorted(topic.configs.items()))
+        out = cache.get(key)
+        if out is None:
+            entries = configmod.describe_topic_configs(self._broker_cfg, topic.configs)
+            out = cache[key] = [{"name": e["name"], "value": e["value"],
+                                 "read_only": e["read_only"],
+                                 "config_source": e["config_source"],
+                                 "is_sensitive": e["is_sensitive"]} for e in entries]
+        return out
 
     async def ensure_internal_topic(self, name: str) -> None:
-        """__consumer_offsets / __transaction_state, created on first use as Kafka does."""
+        """__consumer_offsets / __transaction_state, created on first use as Kafka does
+        (not counted against the partition caps: the coordinators need them)."""
+        async with self._mutating:
+            self._ensure_internal_topic(name)
+
+    def _ensure_internal_topic(self, name: str) -> None:
         if name in self.md.topics:
             return
         n, rf, configs = internal_topic_spec(self.cfg, name)
@@ -178,13 +285,19 @@ class EmbeddedController:
         md = replace(md, topics={**md.topics, name: replace(md.topics[name], is_internal=True)})
         self._commit(md)
 
-    async def delete_topics(self, targets: list[tuple], timeout_ms: int):
-        results = []
-        md = self.md
+    async def delete_topics(self, targets: list[tuple], timeout_ms: int, quota=None):
+        async with self._mutating:
+            return self._delete_topics(targets, quota)
+
+    def _delete_topics(self, targets, quota):
+        q = self._quota(quota)
         if not self.cfg["delete.topic.enable"]:
-            return [{"name": n, "topic_id": tid or bytes(16),
-                     "error_code": ErrorCode.TOPIC_DELETION_DISABLED,
-                     "error_message": "Topic deletion is disabled."} for n, tid in targets]
+            return self._results([{"name": n, "topic_id": tid or bytes(16),
+                                   "error_code": ErrorCode.TOPIC_DELETION_DISABLED,
+                                   "error_message": "Topic deletion is disabled."}
+                                  for n, tid in targets], q)
+        results, gone = [], {}      # ordered set of the names to delete
+        md = self.md
         for name, topic_id in targets:
             res = {"name": name, "topic_id": topic_id or bytes(16), "error_code": 0,
                    "error_message": None}
@@ -194,38 +307,57 @@ class EmbeddedController:
                                         "Topic name and topic id cannot both be specified.")
                 t = md.topic(name) if name is not None else md.topic_by_id(topic_id)
                 res["name"], res["topic_id"] = t.name, t.topic_id
-                md = model.delete_topic(md, t.name)
+                if t.name in gone:
+                    raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        "This server does not host this topic-partition.")
+                if not q.try_record(len(t.partitions)):
+                    raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_MESSAGE)
+                gone[t.name] = None
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
             results.append(res)
-        if md is not self.md:
-            self._commit(md)
-        return results
+        if gone:
+            self._commit(model.delete_topics(md, list(gone)))
+        return self._results(results, q)
 
-    async def create_partitions(self, specs: list[dict], validate_only: bool, timeout_ms: int):
+    async def create_partitions(self, specs: list[dict], validate_only: bool, timeout_ms: int,
+                                quota=None):
+        async with self._mutating:
+            return await self._create_partitions(specs, validate_only, quota)
+
+    async def _create_partitions(self, specs, validate_only, quota):
+        q = self._quota(quota)
         results = []
-        md = self.md
-        names = [s["name"] for s in specs]
-        for s in specs:
+        growth = model.PartitionGrowth(self.md, self._limits())
+        names = collections.Counter(s["name"] for s in specs)
+        for i, s in enumerate(specs):
+            if i and i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             res = {"name": s["name"], "error_code": 0, "error_message": None}
             try:
-                if names.count(s["name"]) > 1:     # Kafka: every occurrence is refused
+                if names[s["name"]] > 1:     # Kafka: every occurrence is refused
                     raise MetadataError(ErrorCode.INVALID_REQUEST,
                                         "Duplicate topic in request.")
-                new_md = model.add_partitions(md, s["name"], s["count"], s["assignments"])
+                # validate_only still counts against the caps within the request, so
+                # that its answer is the one the real request would get
+                growth.grow(s["name"], s["count"], s["assignments"],
+                            admit=None if validate_only else q.try_record)
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
-            else:
-                if not validate_only:
-                    md = new_md
             results.append(res)
-        if md is not self.md:
-            self._commit(md)
-        return results
+        if not validate_only:
+            md = growth.result()
+            if md is not self.md:
+                self._commit(md)
+        return self._results(results, q)
 
     # ----------------------------------------------------------------- configs
     async def alter_configs(self, resources: list[tuple], incremental: bool, validate_only: bool):
         """resources: [(type, name, [(key, op, value)])] -> [(type, name, code, message)]."""
+        async with self._mutating:
+            return self._alter_configs(resources, incremental, validate_only)
+
+    def _alter_configs(self, resources, incremental, validate_only):
         out = []
         md = self.md
         for rtype, rname, ops in resources:
@@ -338,6 +470,11 @@ class EmbeddedController:
                               partition_epoch: int, new_isr):
         """A leader changes its ISR -> (error_code, PartitionState | None); see
         docs/INTERFACES.md "Cluster mode" (the ZkController has the same contract)."""
+        async with self._mutating:
+            return self._alter_partition(topic, partition, leader_id, leader_epoch,
+                                         partition_epoch, new_isr)
+
+    def _alter_partition(self, topic, partition, leader_id, leader_epoch, partition_epoch, new_isr):
         t = self.md.topics.get(topic)
         st = t.partitions.get(partition) if t is not None else None
         if st is None:

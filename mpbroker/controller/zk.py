@@ -74,6 +74,7 @@ from mpbroker.controller import zkdata as Z
 from mpbroker.controller.embedded import EmbeddedController, internal_topic_spec
 from mpbroker.metadata import model, store
 from mpbroker.metadata.model import INTERNAL_TOPICS, MetadataError
+from mpbroker.metadata.quota import THROTTLING_MESSAGE
 from mpbroker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class ZkController(EmbeddedController):
         self._dynamic = self._load_json(self._dynamic_path, {"broker": {}, "default": {}})
         self._broker_cfg = cfg.with_dynamic(broker=self._dynamic["broker"],
                                             default=self._dynamic["default"])
+        self._init_limits()
         # the cache of watched znodes
         self.brokers: Dict[int, Z.BrokerInfo] = {}
         self.topics: Dict[str, Z.TopicAssignment] = {}
@@ -1370,9 +1372,17 @@ class ZkController(EmbeddedController):
                     p: model.PartitionState(p, -1, 0, ar, ()) for p, ar in ta.partitions.items()})
         return replace(md, topics=topics)
 
-    async def create_topics(self, specs, validate_only, timeout_ms):
+    async def create_topics(self, specs, validate_only, timeout_ms, quota=None):
+        q = self._quota(quota)
         results, created = [], {}
-        md = self._view_for_create()
+        if self._requested_partitions(specs) > model.MAX_PARTITIONS_PER_REQUEST:
+            for s in specs:
+                res = self._create_result(s["name"])
+                res["error_code"] = ErrorCode.POLICY_VIOLATION
+                res["error_message"] = model.EXCESSIVE_PARTITIONS_MESSAGE
+                results.append(res)
+            return self._results(results, q)
+        batch = model.TopicBatch(self._view_for_create(), self._limits())
         for s in specs:
             res = self._create_result(s["name"])
             try:
@@ -1380,16 +1390,17 @@ class ZkController(EmbeddedController):
                 if await self._z(self.zk.exists_async, f"{Z.DELETE_TOPICS}/{s['name']}") is not None:
                     raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                         f"Topic '{s['name']}' is marked for deletion.")
-                new_md = self._create_in(md, s, configs)
-                configmod.effective_topic_config(self._broker_cfg, configs)
-                t = new_md.topics[s["name"]]
+                def admit(n, configs=configs):
+                    # after the model's checks (their errors come first), before counting
+                    configmod.effective_topic_config(self._broker_cfg, configs)
+                    return validate_only or q.try_record(n)
+                t = self._create_in(batch, s, configs, admit)
                 if not validate_only:
                     try:
                         await self._write_topic(t.name, t)
                     except NodeExistsError:
                         raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                             f"Topic '{t.name}' already exists.") from None
-                    md = new_md
                     created[t.name] = len(t.partitions)
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
@@ -1404,7 +1415,7 @@ class ZkController(EmbeddedController):
                 if res["name"] in created and res["name"] not in done:
                     res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
                     res["error_message"] = "Timed out waiting for the topic's partitions to get leaders."
-        return results
+        return self._results(results, q)
 
     async def ensure_internal_topic(self, name: str) -> None:
         """Created on first use with the configured replication factor; while fewer brokers
@@ -1429,10 +1440,12 @@ class ZkController(EmbeddedController):
             count = len(self.topics[name].partitions)
         await self._wait_visible({name: count}, 15000)
 
-    async def delete_topics(self, targets, timeout_ms):
+    async def delete_topics(self, targets, timeout_ms, quota=None):
+        q = self._quota(quota)
         if not self._broker_cfg["delete.topic.enable"]:
-            return [{"name": n, "topic_id": tid or bytes(16), "error_code": ErrorCode.TOPIC_DELETION_DISABLED,
-                     "error_message": "Topic deletion is disabled."} for n, tid in targets]
+            return self._results([{"name": n, "topic_id": tid or bytes(16),
+                                   "error_code": ErrorCode.TOPIC_DELETION_DISABLED,
+                                   "error_message": "Topic deletion is disabled."} for n, tid in targets], q)
         results, pending = [], []
         md = self._view_for_create()
         for name, topic_id in targets:
@@ -1443,6 +1456,8 @@ class ZkController(EmbeddedController):
                                         "Topic name and topic id cannot both be specified.")
                 t = md.topic(name) if name is not None else md.topic_by_id(topic_id)
                 res["name"], res["topic_id"] = t.name, t.topic_id
+                if not q.try_record(len(t.partitions)):
+                    raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_MESSAGE)
                 try:
                     await self._z(self.zk.create_async, f"{Z.DELETE_TOPICS}/{t.name}", b"", makepath=True)
                 except NodeExistsError:
@@ -1461,7 +1476,7 @@ class ZkController(EmbeddedController):
             if res["name"] in pending and res["error_code"] == 0 and timeout_ms > 0:
                 res["error_code"] = ErrorCode.REQUEST_TIMED_OUT
                 res["error_message"] = "Timed out waiting for the topic deletion."
-        return results
+        return self._results(results, q)
 
     def _deletion_visible(self, name: str) -> bool:
         """DeleteTopics is answered once the topic left this broker's view and its znode
@@ -1472,9 +1487,11 @@ class ZkController(EmbeddedController):
         ta = self.topics.get(name)
         return ta is None or any(r not in self.brokers for ar in ta.partitions.values() for r in ar)
 
-    async def create_partitions(self, specs, validate_only, timeout_ms):
+    async def create_partitions(self, specs, validate_only, timeout_ms, quota=None):
+        q = self._quota(quota)
         results, grown = [], {}
         seen = set()
+        growth = model.PartitionGrowth(self._view_for_create(), self._limits())
         for s in specs:
             res = {"name": s["name"], "error_code": 0, "error_message": None}
             try:
@@ -1484,10 +1501,9 @@ class ZkController(EmbeddedController):
                 if s["name"] in self.deleting:
                     raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                         f"The topic {s['name']} is queued for deletion.")
-                md = self._view_for_create()
-                new_md = model.add_partitions(md, s["name"], s["count"], s["assignments"])
+                t = growth.grow(s["name"], s["count"], s["assignments"],
+                                admit=None if validate_only else q.try_record)
                 if not validate_only:
-                    t = new_md.topics[s["name"]]
                     await self._write_partitions(t)
                     grown[t.name] = len(t.partitions)
             except MetadataError as e:
@@ -1495,7 +1511,7 @@ class ZkController(EmbeddedController):
             results.append(res)
         if grown and timeout_ms > 0:
             await self._wait_visible(grown, timeout_ms)
-        return results
+        return self._results(results, q)
 
     async def _write_partitions(self, t: model.Topic) -> None:
         """The grown assignment: fenced, conditional on the topic znode's version."""

@@ -15,7 +15,13 @@ Kafka rules implemented here:
   (``AdminUtils.assignReplicasToBrokersRackUnaware``): partition p's first
   replica is broker ``(p + start) % n`` of the sorted broker list; the other
   replicas follow at a shift that grows by one every n partitions;
-* CreateTopics / CreatePartitions validation, with Kafka's messages.
+* CreateTopics / CreatePartitions validation, with Kafka's messages;
+* KRaft's bound on one request (``MAX_PARTITIONS_PER_REQUEST``, 9,999 partitions:
+  POLICY_VIOLATION "Excessively large number of partitions per request.") and
+  KIP-578's caps (``PartitionLimits``: ``max.broker.partitions``, ``max.partitions``).
+
+Creating or deleting many topics at once goes through ``TopicBatch`` /
+``delete_topics``: linear in the number of topics, one new metadata per batch.
 """
 from __future__ import annotations
 
@@ -24,15 +30,18 @@ import random
 import re
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
     "ErrorCode", "MetadataError", "Broker", "PartitionState", "Topic", "ClusterMetadata",
     "INTERNAL_TOPICS", "MAX_TOPIC_NAME_LENGTH", "validate_topic_name", "has_collision_chars",
     "unify_collision_chars", "assign_replicas", "validate_replica_assignment", "create_topic",
-    "delete_topic", "delete_topic_by_id", "add_partitions", "set_topic_configs", "update_partition",
+    "delete_topic", "delete_topics", "delete_topic_by_id", "add_partitions", "set_topic_configs",
+    "update_partition",
     "register_broker", "unregister_broker", "set_controller", "new_cluster_metadata",
     "generate_cluster_id", "generate_topic_id", "uuid_to_str", "uuid_from_str", "ZERO_UUID",
+    "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts",
+    "MAX_PARTITIONS_PER_REQUEST", "EXCESSIVE_PARTITIONS_MESSAGE",
 ]
 
 
@@ -49,6 +58,7 @@ class ErrorCode:
     INVALID_CONFIG = 40
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
+    THROTTLING_QUOTA_EXCEEDED = 89
     UNKNOWN_TOPIC_ID = 100
 
 
@@ -203,11 +213,6 @@ def validate_topic_name(name: str) -> None:
                             "ASCII alphanumerics, '.', '_' and '-'")
 
 
-def _colliding(md: ClusterMetadata, name: str) -> List[str]:
-    unified = unify_collision_chars(name)
-    return sorted(t for t in md.topics if t != name and unify_collision_chars(t) == unified)
-
-
 # ------------------------------------------------------------------ assignment
 
 def assign_replicas(num_partitions: int, replication_factor: int, broker_ids: Iterable[int],
@@ -289,31 +294,160 @@ def create_topic(md: ClusterMetadata, name: str, num_partitions: int = -1, repli
                  rng: Optional[random.Random] = None) -> ClusterMetadata:
     """CreateTopics for one topic. -1 partitions / replication factor take the
     broker defaults (num.partitions, default.replication.factor)."""
-    validate_topic_name(name)
-    if name in md.topics:
-        raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    colliding = _colliding(md, name)
-    if colliding:
-        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                            f"Topic '{name}' collides with existing topics: {', '.join(colliding)}")
-    if assignments:
-        if num_partitions != -1 or replication_factor != -1:
-            raise MetadataError(ErrorCode.INVALID_REQUEST,
-                                "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                                "Both cannot be used at the same time.")
-        validate_replica_assignment(assignments, md.brokers)
-        assignment = {p: list(r) for p, r in assignments.items()}
-    else:
-        n = default_partitions if num_partitions == -1 else num_partitions
-        rf = default_replication_factor if replication_factor == -1 else replication_factor
-        assignment = assign_replicas(n, rf, md.brokers, rng=rng)
-    checked_configs = _validated_configs(configs or {})
-    tid = topic_id if topic_id is not None else generate_topic_id(rng)
-    if any(t.topic_id == tid for t in md.topics.values()):
-        raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic id {uuid_to_str(tid)} already exists.")
-    partitions = {p: _initial_state(p, r, md.brokers) for p, r in sorted(assignment.items())}
-    topic = Topic(name, tid, partitions, checked_configs, name in INTERNAL_TOPICS)
-    return md._next(topics={**md.topics, name: topic})
+    batch = TopicBatch(md)
+    batch.create(name, num_partitions, replication_factor, assignments, configs, topic_id=topic_id,
+                 default_partitions=default_partitions,
+                 default_replication_factor=default_replication_factor, rng=rng)
+    return batch.result()
+
+
+# ------------------------------------------------------------------ partition limits
+
+# KRaft's QuorumController.MAX_RECORDS_PER_USER_OP (10000): one CreateTopics may not
+# make more records than that, one per partition plus the topic's own record.
+MAX_PARTITIONS_PER_REQUEST = 10000 - 1
+EXCESSIVE_PARTITIONS_MESSAGE = "Excessively large number of partitions per request."
+_THROTTLED = "The throttling quota has been exceeded."      # Kafka's THROTTLING_QUOTA_EXCEEDED text
+
+
+@dataclass(frozen=True)
+class PartitionLimits:
+    """Caps on what one cluster may hold (KIP-578's names): ``max_broker_partitions``
+    partition replicas on any one broker, ``max_partitions`` partitions in all. None
+    is no cap. A change that would pass a cap is refused with POLICY_VIOLATION."""
+    max_broker_partitions: Optional[int] = None
+    max_partitions: Optional[int] = None
+    broker_limit_source: str = "max.broker.partitions"    # named in the refusal
+
+
+def partition_counts(md: ClusterMetadata) -> Tuple[int, Dict[int, int]]:
+    """(partitions in all, replicas per broker id)."""
+    total = 0
+    per_broker: Dict[int, int] = {}
+    for t in md.topics.values():
+        total += len(t.partitions)
+        for st in t.partitions.values():
+            for b in st.replicas:
+                per_broker[b] = per_broker.get(b, 0) + 1
+    return total, per_broker
+
+
+class _Counts:
+    """Running partition counts checked against ``PartitionLimits``."""
+
+    def __init__(self, md: ClusterMetadata, limits: Optional[PartitionLimits]):
+        self.limits = limits or PartitionLimits()
+        self.active = (self.limits.max_broker_partitions is not None
+                       or self.limits.max_partitions is not None)
+        self.total, self.per_broker = partition_counts(md) if self.active else (0, {})
+
+    def add(self, what: str, assignment: Mapping[int, Sequence[int]], exempt: bool = False,
+            admit: Optional[Callable[[int], bool]] = None) -> None:
+        """Count ``assignment`` (partition -> replicas) in, or raise POLICY_VIOLATION
+        (nothing counted) when it would pass a cap; ``exempt`` counts without checking
+        (internal topics: their coordinators cannot work without them)."""
+        if not self.active:
+            if admit is not None and not admit(len(assignment)):
+                raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, _THROTTLED)
+            return
+        added: Dict[int, int] = {}
+        for replicas in assignment.values():
+            for b in replicas:
+                added[b] = added.get(b, 0) + 1
+        lim = self.limits
+        if not exempt:
+            if lim.max_partitions is not None and self.total + len(assignment) > lim.max_partitions:
+                raise MetadataError(
+                    ErrorCode.POLICY_VIOLATION,
+                    f"{what} would bring the cluster to {self.total + len(assignment)} partitions, "
+                    f"above the limit of {lim.max_partitions} (max.partitions).")
+            if lim.max_broker_partitions is not None:
+                for b in sorted(added):
+                    n = self.per_broker.get(b, 0) + added[b]
+                    if n > lim.max_broker_partitions:
+                        raise MetadataError(
+                            ErrorCode.POLICY_VIOLATION,
+                            f"{what} would bring broker {b} to {n} partition replicas, above the "
+                            f"limit of {lim.max_broker_partitions} ({lim.broker_limit_source}).")
+        if admit is not None and not admit(len(assignment)):
+            raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, _THROTTLED)
+        self.total += len(assignment)
+        for b, n in added.items():
+            self.per_broker[b] = self.per_broker.get(b, 0) + n
+
+
+class TopicBatch:
+    """Creates many topics on one metadata in time linear in the number of topics
+    (existing and new): the topic map is copied once, name collisions and topic ids
+    are looked up in indexes built once, and ``result()`` makes one new metadata
+    (``epoch + 1``). ``create`` raises MetadataError for a topic Kafka would refuse
+    and leaves the batch as it was."""
+
+    def __init__(self, md: ClusterMetadata, limits: Optional[PartitionLimits] = None):
+        self.md = md
+        self.topics: Dict[str, Topic] = dict(md.topics)
+        self._unified: Dict[str, List[str]] = {}
+        for n in self.topics:
+            if has_collision_chars(n):
+                self._unified.setdefault(unify_collision_chars(n), []).append(n)
+        self._ids = {t.topic_id for t in self.topics.values()}
+        self._counts = _Counts(md, limits)
+        self.created: List[str] = []
+
+    def _colliding(self, name: str) -> List[str]:
+        if not has_collision_chars(name):
+            return []
+        return sorted(t for t in self._unified.get(unify_collision_chars(name), ()) if t != name)
+
+    def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+               assignments: Optional[Mapping[int, Sequence[int]]] = None,
+               configs: Optional[Mapping[str, str]] = None, *, topic_id: Optional[bytes] = None,
+               default_partitions: int = 1, default_replication_factor: int = 1,
+               rng: Optional[random.Random] = None, exempt_from_limits: bool = False,
+               admit: Optional[Callable[[int], bool]] = None) -> Topic:
+        """``admit(partitions)``, asked after every other check, may refuse the topic
+        (the KIP-599 quota): THROTTLING_QUOTA_EXCEEDED."""
+        md = self.md
+        validate_topic_name(name)
+        if name in self.topics:
+            raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        colliding = self._colliding(name)
+        if colliding:
+            raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                f"Topic '{name}' collides with existing topics: {', '.join(colliding)}")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise MetadataError(ErrorCode.INVALID_REQUEST,
+                                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                    "Both cannot be used at the same time.")
+            validate_replica_assignment(assignments, md.brokers)
+            assignment = {p: list(r) for p, r in assignments.items()}
+        else:
+            n = default_partitions if num_partitions == -1 else num_partitions
+            rf = default_replication_factor if replication_factor == -1 else replication_factor
+            if n > MAX_PARTITIONS_PER_REQUEST:     # checked before the assignment is built
+                raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
+            assignment = assign_replicas(n, rf, md.brokers, rng=rng)
+        checked_configs = _validated_configs(configs or {})
+        tid = topic_id if topic_id is not None else generate_topic_id(rng)
+        if tid in self._ids:
+            raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic id {uuid_to_str(tid)} already exists.")
+        self._counts.add(f"Creating topic '{name}' with {len(assignment)} partitions", assignment,
+                         exempt=exempt_from_limits, admit=admit)
+        partitions = {p: _initial_state(p, r, md.brokers) for p, r in sorted(assignment.items())}
+        topic = Topic(name, tid, partitions, checked_configs, name in INTERNAL_TOPICS)
+        self.topics[name] = topic
+        self._ids.add(tid)
+        if has_collision_chars(name):
+            self._unified.setdefault(unify_collision_chars(name), []).append(name)
+        self.created.append(name)
+        return topic
+
+    def result(self) -> ClusterMetadata:
+        """The metadata with every created topic (the input itself when none was)."""
+        if not self.created:
+            return self.md
+        return self.md._next(topics=self.topics)
 
 
 def _validated_configs(configs: Mapping[str, str]) -> Dict[str, str]:
@@ -332,55 +466,103 @@ def delete_topic(md: ClusterMetadata, name: str) -> ClusterMetadata:
     return md._next(topics=topics)
 
 
+def delete_topics(md: ClusterMetadata, names: Iterable[str]) -> ClusterMetadata:
+    """Delete every named topic (all must exist) with one copy of the topic map."""
+    topics = dict(md.topics)
+    for name in names:
+        if topics.pop(name, None) is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                "This server does not host this topic-partition.")
+    return md._next(topics=topics)
+
+
 def delete_topic_by_id(md: ClusterMetadata, topic_id: bytes) -> ClusterMetadata:
     return delete_topic(md, md.topic_by_id(topic_id).name)
 
 
 def add_partitions(md: ClusterMetadata, name: str, total_count: int,
                    assignments: Optional[Sequence[Sequence[int]]] = None,
-                   rng: Optional[random.Random] = None) -> ClusterMetadata:
-    """CreatePartitions: grow ``name`` to ``total_count`` partitions.
-    ``assignments`` lists the replicas of each new partition, in order."""
-    topic = md.topic(name)
-    current = len(topic.partitions)
-    if total_count < current:
-        raise MetadataError(ErrorCode.INVALID_PARTITIONS,
-                            f"Topic currently has {current} partitions, which is higher than the requested {total_count}.")
-    if total_count == current:
-        raise MetadataError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
-    to_add = total_count - current
-    rf = topic.replication_factor
-    if assignments is not None:
-        if len(assignments) != to_add:
-            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                f"Increasing the number of partitions by {to_add} but {len(assignments)} "
-                                "assignments provided.")
-        bad = [(current + i, len(r)) for i, r in enumerate(assignments) if len(r) != rf]
-        if bad:
-            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
-                                f"partitions [{', '.join(str(p) for p, _ in bad)}] have replication factors "
-                                f"[{', '.join(str(n) for _, n in bad)}], respectively.")
-        for i, r in enumerate(assignments):
-            if len(set(r)) != len(r):
+                   rng: Optional[random.Random] = None,
+                   limits: Optional[PartitionLimits] = None,
+                   admit: Optional[Callable[[int], bool]] = None) -> ClusterMetadata:
+    """CreatePartitions for one topic (see ``PartitionGrowth.grow``)."""
+    growth = PartitionGrowth(md, limits)
+    growth.grow(name, total_count, assignments, rng=rng, admit=admit)
+    return growth.result()
+
+
+class PartitionGrowth:
+    """CreatePartitions for many topics on one metadata, linear in their number: the
+    topic map is copied and the partitions counted once; at most
+    ``MAX_PARTITIONS_PER_REQUEST`` new partitions in all (POLICY_VIOLATION past it, as
+    past ``limits``); ``result()`` makes one new metadata."""
+
+    def __init__(self, md: ClusterMetadata, limits: Optional[PartitionLimits] = None):
+        self.md = md
+        self.topics: Dict[str, Topic] = dict(md.topics)
+        self._counts = _Counts(md, limits)
+        self.added = 0
+
+    def grow(self, name: str, total_count: int, assignments: Optional[Sequence[Sequence[int]]] = None,
+             rng: Optional[random.Random] = None,
+             admit: Optional[Callable[[int], bool]] = None) -> Topic:
+        """Grow ``name`` to ``total_count`` partitions; ``assignments`` lists the
+        replicas of each new partition, in order; ``admit`` (the quota) is asked last."""
+        md = self.md
+        topic = self.topics.get(name)
+        if topic is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                "This server does not host this topic-partition.")
+        current = len(topic.partitions)
+        if total_count < current:
+            raise MetadataError(ErrorCode.INVALID_PARTITIONS,
+                                f"Topic currently has {current} partitions, which is higher than the requested {total_count}.")
+        if total_count == current:
+            raise MetadataError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        to_add = total_count - current
+        if self.added + to_add > MAX_PARTITIONS_PER_REQUEST:
+            raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS_MESSAGE)
+        rf = topic.replication_factor
+        if assignments is not None:
+            if len(assignments) != to_add:
                 raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                    f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, r))} "
-                                    f"for partition id {current + i}.")
-        unknown = sorted({b for r in assignments for b in r} - set(md.brokers))
-        if unknown:
-            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
-        new = {current + i: list(r) for i, r in enumerate(assignments)}
-    else:
-        # Kafka continues the existing pattern: start at the broker that leads partition 0.
-        brokers = sorted(md.brokers)
-        first = topic.partitions[0].replicas[0] if 0 in topic.partitions else brokers[0]
-        start = next((i for i, b in enumerate(brokers) if b >= first), 0)
-        new = assign_replicas(to_add, rf, brokers, fixed_start_index=start, start_partition_id=current, rng=rng)
-    partitions = dict(topic.partitions)
-    for p, r in new.items():
-        partitions[p] = _initial_state(p, r, md.brokers)
-    return md._next(topics={**md.topics, name: replace(topic, partitions=partitions)})
+                                    f"Increasing the number of partitions by {to_add} but {len(assignments)} "
+                                    "assignments provided.")
+            bad = [(current + i, len(r)) for i, r in enumerate(assignments) if len(r) != rf]
+            if bad:
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
+                                    f"partitions [{', '.join(str(p) for p, _ in bad)}] have replication factors "
+                                    f"[{', '.join(str(n) for _, n in bad)}], respectively.")
+            for i, r in enumerate(assignments):
+                if len(set(r)) != len(r):
+                    raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                        f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, r))} "
+                                        f"for partition id {current + i}.")
+            unknown = sorted({b for r in assignments for b in r} - set(md.brokers))
+            if unknown:
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+            new = {current + i: list(r) for i, r in enumerate(assignments)}
+        else:
+            # Kafka continues the existing pattern: start at the broker that leads partition 0.
+            brokers = sorted(md.brokers)
+            first = topic.partitions[0].replicas[0] if 0 in topic.partitions else brokers[0]
+            start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+            new = assign_replicas(to_add, rf, brokers, fixed_start_index=start, start_partition_id=current, rng=rng)
+        self._counts.add(f"Adding {to_add} partitions to topic '{name}'", new, admit=admit)
+        partitions = dict(topic.partitions)
+        for p, r in new.items():
+            partitions[p] = _initial_state(p, r, md.brokers)
+        grown = self.topics[name] = replace(topic, partitions=partitions)
+        self.added += to_add
+        return grown
+
+    def result(self) -> ClusterMetadata:
+        """The metadata with every grown topic (the input itself when none was)."""
+        if not self.added:
+            return self.md
+        return self.md._next(topics=self.topics)
 
 
 def set_topic_configs(md: ClusterMetadata, name: str, configs: Mapping[str, str]) -> ClusterMetadata:

@@ -5,7 +5,10 @@ first log directory::
 
     <log.dirs[0]>/__mpbroker_metadata/metadata.json
 
-a JSON document (``mpbroker.metadata.model.to_dict``, ``"version": 1``).
+a JSON document (``mpbroker.metadata.model.to_dict``, ``"version": 1``), written
+compact (no indentation: about 100 bytes a partition). Its size is bounded by the
+partition caps the controller enforces (``max.broker.partitions``, and at most
+9,999 partitions per request), so a broker restarts after any accepted request.
 Writes go to ``metadata.json.tmp``, are fsynced, renamed over the file and the
 directory is fsynced, so a crash leaves either the old or the new document.
 There is exactly one writer, the controller process; workers get metadata
@@ -82,6 +85,7 @@ class MetadataStore:
     def __init__(self, log_dir: str):
         self.dir = os.path.join(log_dir, METADATA_DIR)
         self.path = os.path.join(self.dir, METADATA_FILE)
+        self._epoch: Optional[int] = None     # of the document on disk, once known
 
     def load(self) -> Optional[ClusterMetadata]:
         """The stored metadata, or None when there is none yet."""
@@ -91,18 +95,22 @@ class MetadataStore:
         except FileNotFoundError:
             return None
         try:
-            return from_dict(json.loads(raw))
+            md = from_dict(json.loads(raw))
         except (ValueError, KeyError, TypeError) as e:
             raise MetadataStoreError(f"Corrupt metadata store {self.path}: {e}") from e
+        self._epoch = md.epoch
+        return md
 
     def save(self, md: ClusterMetadata) -> None:
         """Persist ``md`` atomically; an older epoch never replaces a newer one."""
         os.makedirs(self.dir, exist_ok=True)
-        current = self.load()
-        if current is not None and md.epoch < current.epoch:
-            raise MetadataStoreError(f"Refusing to replace metadata epoch {current.epoch} with older epoch {md.epoch}")
-        data = json.dumps(to_dict(md), indent=1, sort_keys=True).encode("utf-8")
+        if self._epoch is None:     # the one writer reads the file once, not on every save
+            self.load()
+        if self._epoch is not None and md.epoch < self._epoch:
+            raise MetadataStoreError(f"Refusing to replace metadata epoch {self._epoch} with older epoch {md.epoch}")
+        data = json.dumps(to_dict(md), separators=(",", ":"), sort_keys=True).encode("utf-8")
         atomic_write(self.path, data)
+        self._epoch = md.epoch
 
 
 # ------------------------------------------------------------------ meta.properties

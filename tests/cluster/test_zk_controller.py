@@ -305,3 +305,34 @@ def test_preferred_election_znode_and_isr_change_notifications(zookeeper, tmp_pa
             a.close()
             b.close()
     asyncio.run(main())
+
+
+def test_request_limits_in_cluster_mode(zookeeper, tmp_path):
+    """The ZooKeeper controller applies the same limits as the embedded one (issue #15):
+    KRaft's 9,999 partitions per request, max.broker.partitions, the KIP-599 quota."""
+    async def main():
+        a = make(zookeeper, tmp_path, "/zkl", 1, max_broker_partitions=10,
+                 controller_mutation_rate=1, controller_quota_window_num=3)
+        try:
+            await a.start()
+            await until(lambda: 1 in a.md.brokers)
+
+            def spec(name, n):
+                return {"name": name, "num_partitions": n, "replication_factor": 1,
+                        "assignments": {}, "configs": []}
+            res = await a.create_topics([spec("huge", 1_000_000)], False, 0, ("app", True))
+            assert res[0]["error_code"] == ErrorCode.POLICY_VIOLATION
+            res = await a.create_topics([spec("big", 11)], False, 0, ("app", True))
+            assert res[0]["error_code"] == ErrorCode.POLICY_VIOLATION
+            assert "max.broker.partitions" in res[0]["error_message"]
+            res = await a.create_topics([spec("a", 4), spec("b", 1)], False, 10000, ("app", True))
+            assert [r["error_code"] for r in res] == [0, ErrorCode.THROTTLING_QUOTA_EXCEEDED]
+            assert res.throttle_time_ms > 0 and not a.zk.exists("/brokers/topics/b")
+            res = await a.create_partitions([{"name": "a", "count": 5, "assignments": None}],
+                                            False, 0, ("app", True))
+            assert res[0]["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+            res = await a.delete_topics([("a", None)], 0, ("app", True))
+            assert res[0]["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        finally:
+            a.close()
+    asyncio.run(main())

@@ -264,3 +264,126 @@ def test_ensure_meta_properties(tmp_path):
     d4 = str(tmp_path / "d")
     bid, cid = ensure_meta_properties([d4], 0, None)
     assert bid == 0 and len(cid) == 22
+
+
+# ------------------------------------------------------------------ limits (issue #15)
+
+def test_topic_batch_creates_many_topics_in_one_epoch_with_kafka_checks():
+    md = cluster(1)
+    batch = m.TopicBatch(md)
+    for i in range(300):
+        batch.create(f"t.{i}", 1, 1)
+    assert code_of(batch.create, "t_5", 1, 1)[0] == ErrorCode.INVALID_TOPIC_EXCEPTION   # collides with t.5
+    assert code_of(batch.create, "t.7", 1, 1)[0] == ErrorCode.TOPIC_ALREADY_EXISTS
+    new = batch.result()
+    assert new.epoch == md.epoch + 1 and len(new.topics) == 300 and md.topics == {}
+    assert m.TopicBatch(new).result() is new         # nothing created: the same metadata
+
+
+def test_topic_batch_is_linear_in_the_number_of_topics(monkeypatch):
+    # the collision check looked at every existing topic for each new one (quadratic);
+    # count its work instead of timing it
+    calls = []
+    real = m.unify_collision_chars
+    monkeypatch.setattr(m, "unify_collision_chars", lambda n: calls.append(n) or real(n))
+    md = m.TopicBatch(cluster(1))
+    for i in range(1000):
+        md.create(f"x.{i}", 1, 1)
+    md = md.result()
+    calls.clear()
+    batch = m.TopicBatch(md)
+    for i in range(1000):
+        batch.create(f"y.{i}", 1, 1)
+    assert len(batch.result().topics) == 2000
+    assert len(calls) <= 1000 + 2 * 1000      # one index build + a lookup and an insert per topic
+
+
+def test_one_request_may_not_create_more_than_9999_partitions():
+    md = cluster(1)
+    code, msg = code_of(m.create_topic, md, "huge", 1_000_000, 1)
+    assert code == ErrorCode.POLICY_VIOLATION and msg == "Excessively large number of partitions per request."
+    md = m.create_topic(md, "t", 1, 1)
+    assert code_of(m.add_partitions, md, "t", 1_000_001)[0] == ErrorCode.POLICY_VIOLATION
+    assert len(m.create_topic(md, "ok", m.MAX_PARTITIONS_PER_REQUEST, 1).topics["ok"].partitions) == 9999
+
+
+def test_broker_and_cluster_partition_caps():
+    md = cluster(2)
+    limits = m.PartitionLimits(max_broker_partitions=10, max_partitions=8)
+    batch = m.TopicBatch(md, limits)
+    batch.create("a", 6, 2)                          # 6 partitions, 6 replicas on each broker
+    code, msg = code_of(batch.create, "b", 3, 2)
+    assert code == ErrorCode.POLICY_VIOLATION and "max.partitions" in msg and "9 partitions" in msg
+    batch.create("c", 2, 1)                          # 8 partitions in all
+    md = batch.result()
+    assert set(md.topics) == {"a", "c"}
+    code, msg = code_of(m.add_partitions, md, "c", 3, limits=limits)
+    assert code == ErrorCode.POLICY_VIOLATION and "max.partitions" in msg
+    tight = m.PartitionLimits(max_broker_partitions=8)      # 7 replicas on each broker now
+    code, msg = code_of(m.add_partitions, md, "a", 8, limits=tight)
+    assert code == ErrorCode.POLICY_VIOLATION and "max.broker.partitions" in msg and "broker " in msg
+    assert len(m.add_partitions(md, "c", 3, limits=tight).topics["c"].partitions) == 3
+    # internal topics are counted but never refused
+    exempt = m.TopicBatch(md, m.PartitionLimits(max_partitions=1))
+    exempt.create("__consumer_offsets", 5, 1, exempt_from_limits=True)
+
+
+def test_admit_is_asked_last_and_refusal_is_throttling_quota_exceeded():
+    md = cluster(1)
+    asked = []
+
+    def admit(n):
+        asked.append(n)
+        return False
+    batch = m.TopicBatch(md)
+    assert code_of(batch.create, "bad name!", 1, 1, admit=admit)[0] == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert asked == []
+    assert code_of(batch.create, "t", 4, 1, admit=admit)[0] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert asked == [4] and batch.result() is md
+    assert code_of(m.add_partitions, m.create_topic(md, "u", 1, 1), "u", 3, admit=admit)[0] \
+        == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+
+
+def test_delete_topics_in_one_epoch():
+    md = cluster(1)
+    for n in ("a", "b", "c"):
+        md = m.create_topic(md, n, 1, 1)
+    out = m.delete_topics(md, ["a", "c"])
+    assert set(out.topics) == {"b"} and out.epoch == md.epoch + 1
+    assert code_of(m.delete_topics, md, ["a", "zz"])[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_store_writes_compact_json_and_reads_the_file_once(tmp_path, monkeypatch):
+    md = m.create_topic(cluster(1), "t", 50, 1)
+    store = MetadataStore(str(tmp_path))
+    store.save(md)
+    size = os.path.getsize(store.path)
+    assert size < 120 * 50 + 2000                     # about 100 bytes a partition
+    loads = []
+    real = MetadataStore.load
+    monkeypatch.setattr(MetadataStore, "load", lambda self: loads.append(1) or real(self))
+    for i in range(5):
+        md = m.create_topic(md, f"x{i}", 1, 1)
+        store.save(md)
+    assert loads == []
+    assert MetadataStore(str(tmp_path)).load() == md
+
+
+def test_partition_growth_counts_once_and_bounds_the_request(monkeypatch):
+    batch = m.TopicBatch(cluster(1))
+    for i in range(500):
+        batch.create(f"g{i}", 1, 1)
+    md = batch.result()
+    calls = []
+    real = m.partition_counts
+    monkeypatch.setattr(m, "partition_counts", lambda md: calls.append(1) or real(md))
+    growth = m.PartitionGrowth(md, m.PartitionLimits(max_broker_partitions=100_000))
+    for i in range(500):
+        growth.grow(f"g{i}", 2)
+    out = growth.result()
+    assert len(calls) == 1 and out.epoch == md.epoch + 1
+    assert all(len(out.topics[f"g{i}"].partitions) == 2 for i in range(500))
+    growth = m.PartitionGrowth(md)
+    growth.grow("g0", 5001)
+    assert code_of(growth.grow, "g1", 5001)[0] == ErrorCode.POLICY_VIOLATION   # 10,000 new in all
+    assert code_of(growth.grow, "nope", 2)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -1,7 +1,12 @@
 """CreateTopics (key 19), v0-v7. Cluster-scoped: the controller decides and persists;
 this handler translates. v5+ returns the topic's partitions, replication factor and
-configs; `validate_only` (v1+) checks everything and creates nothing."""
+configs; `validate_only` (v1+) checks everything and creates nothing. The controller
+applies the limits (more than 9,999 partitions in one request, `max.broker.partitions`,
+`max.partitions`: POLICY_VIOLATION) and the KIP-599 quota (workers/handlers/_quota.py)."""
+import collections
+
 from mpbroker.protocol.errors import ErrorCode
+from workers.handlers import _quota
 
 
 async def handle(broker, ctx, req):
@@ -12,11 +17,12 @@ async def handle(broker, ctx, req):
             "replication_factor": t["replication_factor"],
             "assignments": {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]},
             "configs": [(c["name"], c["value"]) for c in t["configs"]]})
-    names = [s["name"] for s in specs]
-    dupes = {n for n in names if names.count(n) > 1}
+    counts = collections.Counter(s["name"] for s in specs)
+    dupes = {n for n, c in counts.items() if c > 1}
     results = await broker.controller.create_topics(
         [s for s in specs if s["name"] not in dupes], req.get("validate_only", False),
-        req.get("timeout_ms", 60000))
+        req.get("timeout_ms", 60000), _quota.quota_arg(ctx))
+    throttle_ms = await _quota.throttle(ctx, results)
     by_name = {r["name"]: r for r in results}
     out = []
     for s in specs:
@@ -30,4 +36,4 @@ async def handle(broker, ctx, req):
         if ctx.api_version < 5 or r["error_code"]:
             r.setdefault("configs", None)
         out.append(r)
-    return {"throttle_time_ms": 0, "topics": out}
+    return {"throttle_time_ms": throttle_ms, "topics": out}

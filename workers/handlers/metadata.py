@@ -20,9 +20,17 @@ worker (the embedded controller pushes it to the asking worker before it answers
 the topic is answered in full instead, which saves the client a round trip. Without
 auto-creation an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION
 for a bad name).
+
+Auto-creation is bounded per request: the new topics are asked for in request order
+while their partitions (`num.partitions` each) stay within what one CreateTopics may
+create (`MAX_PARTITIONS_PER_REQUEST`, 9,999, KRaft's bound); the others answer
+UNKNOWN_TOPIC_OR_PARTITION this time (a later Metadata request creates them). The
+controller applies `max.broker.partitions` / `max.partitions` (POLICY_VIOLATION is then
+the topic's error) and counts the creations in the client's KIP-599 quota permissively,
+as Kafka's AutoTopicCreationManager does.
 """
 from mpbroker.protocol.errors import ErrorCode
-from mpbroker.metadata.model import INTERNAL_TOPICS, validate_topic_name
+from mpbroker.metadata.model import INTERNAL_TOPICS, MAX_PARTITIONS_PER_REQUEST, validate_topic_name
 
 ZERO_UUID = bytes(16)
 
@@ -55,7 +63,7 @@ def handle(broker, ctx, req):
     async def later():
         specs = [{"name": n, "num_partitions": -1, "replication_factor": -1,
                   "assignments": {}, "configs": []} for n in to_create]
-        results = await broker.controller.create_topics(specs, False, 0)
+        results = await broker.controller.create_topics(specs, False, 0, (ctx.client_id or "", False))
         errors = {}
         for r in results:
             code = r["error_code"]
@@ -72,12 +80,17 @@ def _auto_create_names(broker, ctx, req) -> list[str]:
     if not (req.get("allow_auto_topic_creation", True)
             and broker.config.get("auto.create.topics.enable", True)):
         return []
-    out = []
+    per_topic = max(1, int(broker.config.get("num.partitions", 1)))
+    budget = MAX_PARTITIONS_PER_REQUEST // per_topic
+    out, seen = [], set()
     for rt in requested:
+        if len(out) >= budget:
+            break
         name = rt.get("name")
         if name is None or name in broker.metadata.topics or name in INTERNAL_TOPICS \
-                or name in out or not _valid_name(name):
+                or name in seen or not _valid_name(name):
             continue
+        seen.add(name)
         out.append(name)
     return out
 
