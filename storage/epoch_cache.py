@@ -105,6 +105,18 @@ class LeaderEpochCache:
         self._changed()
         return True
 
+    def restore(self, entries: list[EpochEntry]) -> None:
+        """Back to `entries` (an undone append).  In memory at least: when the file
+        cannot be rewritten (a full disk) the entry it holds past the log end is
+        dropped by `truncate_from_end` on the next open."""
+        if entries == self._entries:
+            return
+        self._entries = list(entries)
+        try:
+            self._changed()
+        except OSError:
+            pass
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Remove entries starting at or after `end_offset` (the log was truncated there)."""
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:

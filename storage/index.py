@@ -168,6 +168,10 @@ class _MmapIndex:
             os.pwrite(self._fd, bytes(end - start), start)
         self._entries = n
 
+    def truncate_to_entries(self, n: int) -> None:
+        """Keep the first `n` entries (an undone append); the dropped slots are zeroed."""
+        self._truncate_to_entries(n)
+
     def _put(self, entry: bytes) -> None:
         """Write the next entry (pwrite, not through the map: see the module docstring)."""
         os.pwrite(self._fd, entry, self._entries * self.ENTRY_SIZE)

@@ -81,7 +81,7 @@ from storage.checkpoint import (CheckpointError, OffsetCheckpoint, PartitionChec
                                atomic_write, fsync_dir)
 from storage.epoch_cache import LeaderEpochCache
 from storage.errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
-                            MessageTooLargeError, OffsetOutOfRangeError,
+                            KafkaStorageError, MessageTooLargeError, OffsetOutOfRangeError,
                             RecordBatchTooLargeError, StorageError)
 from storage.index import INT32_MAX, CorruptIndexError
 from storage.producer_state import ProducerStateManager
@@ -231,6 +231,7 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = clock()
         self.closed = False
+        self.offline: str | None = None         # why: an append could not be undone
         self.recovered_bytes_truncated = 0      # for tests and metrics
         self.recovered = False                  # the open ran recovery (no clean marker)
         self._txn_rebuild_from: int | None = None  # recovery: rebuild txnindexes from here
@@ -463,6 +464,9 @@ class Log:
     def _check_open(self) -> None:
         if self.closed:
             raise StorageError(f"log {self.dir} is closed")
+        if self.offline is not None:
+            raise KafkaStorageError(f"log {self.dir} is offline: {self.offline}",
+                                    log_consistent=False)
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (clamped to [log start, log end]); returns it."""
@@ -589,20 +593,59 @@ class Log:
         last_offset = next_offset - 1
         if last_offset - first_offset > INT32_MAX:
             raise InvalidRecordError("append spans more than the int32 relative offset range")
-        segment = self._maybe_roll_for(len(mv), max_ts, last_offset, first_offset, now)
-        segment.append(last_offset, max_ts, offset_of_max_ts, mv)
-        self._record_epochs(batches, leader_epoch, first_offset, assign_offsets)
-        if pinfo is not None:
-            for txn in self.producer_state.commit(pinfo, next_offset):
-                segment.txn_index.append(txn)
-        self.producer_state.map_end_offset = next_offset
         assert next_offset > self.next_offset >= self.high_watermark, "offsets went backwards"
-        self.next_offset = next_offset
-        self._unflushed_messages += count
-        if self._unflushed_messages >= self.config.flush_messages:
-            self.flush()
+        before = self.active_segment
+        undo = (before.mark(), self.next_offset, self._unflushed_messages,
+                self.epoch_cache.entries,
+                None if pinfo is None else self.producer_state.save(pinfo))
+        try:
+            segment = self._maybe_roll_for(len(mv), max_ts, last_offset, first_offset, now)
+            if segment is not before:
+                undo = (segment.mark(),) + undo[1:]
+            segment.append(last_offset, max_ts, offset_of_max_ts, mv)
+            self._record_epochs(batches, leader_epoch, first_offset, assign_offsets)
+            if pinfo is not None:
+                for txn in self.producer_state.commit(pinfo, next_offset):
+                    segment.txn_index.append(txn)
+            self.producer_state.map_end_offset = next_offset
+            self.next_offset = next_offset
+            self._unflushed_messages += count
+            if self._unflushed_messages >= self.config.flush_messages:
+                self.flush()
+        except (OSError, KafkaStorageError) as e:
+            raise self._undo_append(undo, e) from e
         return AppendInfo(first_offset, last_offset, log_append_time, self.log_start_offset,
                           False, count)
+
+    def _undo_append(self, undo, cause: Exception) -> KafkaStorageError:
+        """An append failed at some step (data, index, time index, epoch checkpoint,
+        producer state, txn index, flush): put the log back exactly as before it, in
+        memory and on disk, so that its offsets were never assigned.  A roll made for
+        it stays (an empty active segment at the log end is a valid log).  Returns the
+        error to raise; when the undo itself fails the log goes offline."""
+        seg_mark, next_offset, self._unflushed_messages, epochs, producers = undo
+        self.next_offset = next_offset
+        self.producer_state.map_end_offset = next_offset
+        if producers is not None:
+            self.producer_state.restore(producers)
+        try:
+            if not self.active_segment.active:          # the roll failed half way
+                self.active_segment.make_active(max(self.config.segment_bytes,
+                                                    self.active_segment.size))
+            self.active_segment.rollback(seg_mark)
+            self.epoch_cache.restore(epochs)
+        except OSError as e:
+            cause = KafkaStorageError(f"cannot undo a failed append to {self.dir}: {e}",
+                                      e.errno, log_consistent=False)
+        except KafkaStorageError as e:
+            cause = e
+        if isinstance(cause, KafkaStorageError):
+            err = cause
+        else:
+            err = KafkaStorageError.from_os_error(f"cannot append to {self.dir}", cause)
+        if not err.log_consistent:
+            self.offline = str(err)
+        return err
 
     def _duplicate_info(self, dup, record_count: int) -> AppendInfo:
         """The answer to a retried batch: its original offsets and, on a LogAppendTime
@@ -715,7 +758,17 @@ class Log:
             raise InvalidOffsetError(f"roll to {new_base} <= active base {old.base_offset}")
         self.producer_state.take_snapshot(self.next_offset)
         old.on_become_inactive()
-        seg = self._new_segment(new_base, active=True)
+        try:
+            seg = self._new_segment(new_base, active=True)
+        except (OSError, StorageError):
+            # no room for the new files: drop what was created, the old one goes on
+            for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                try:
+                    os.unlink(os.path.join(self.dir, f"{new_base:020d}{suffix}"))
+                except OSError:
+                    pass
+            old.make_active(max(self.config.segment_bytes, old.size))
+            raise
         self._add_segment(seg)
         return seg
 

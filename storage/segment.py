@@ -143,6 +143,7 @@ class LogSegment:
         self.file_id = (st.st_dev, st.st_ino)    # in every FileSlice (storage/slices.py)
         self._amm = None            # map of the whole capacity (active; written by pwrite)
         self._allocated = 0         # active: file bytes with disk blocks reserved
+        self._written_to = self.size  # end of the bytes pwritten (> size while an append runs)
         self._rmm = None            # read-only map (inactive), of `_rmm_len` bytes
         self._rmm_len = 0
         self.active = False
@@ -326,29 +327,75 @@ class LogSegment:
         position = self.size
         if position + n > self.capacity:
             raise StorageError(f"segment {self.log_path} full: {position} + {n} > {self.capacity}")
-        if position + n > self._allocated:
-            self._preallocate(position + n)
-        if position == 0:
-            self._rolling_ts = largest_timestamp if self._rolling_ts is None else self._rolling_ts
-        self._pwrite(records, position)
-        self.size = position + n
-        if largest_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = largest_timestamp
-            self.offset_of_max_timestamp = offset_of_max_timestamp
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += n
+        mark = self.mark()
+        try:
+            if position + n > self._allocated:
+                self._preallocate(position + n)
+            if position == 0:
+                self._rolling_ts = largest_timestamp if self._rolling_ts is None \
+                    else self._rolling_ts
+            self._pwrite(records, position)
+            self.size = position + n
+            if largest_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = largest_timestamp
+                self.offset_of_max_timestamp = offset_of_max_timestamp
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.index.append(largest_offset, position)
+                self.time_index.maybe_append(self.max_timestamp_so_far,
+                                             self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += n
+        except OSError as e:
+            self.rollback(mark)             # raises itself when the undo fails
+            raise KafkaStorageError.from_os_error(f"cannot append to {self.log_path}", e) \
+                from e
 
     def _pwrite(self, records, position: int) -> None:
         view = memoryview(records)
+        while view:                     # a regular file writes all unless the disk fails
+            written = os.pwrite(self.fd, view, position)
+            view, position = view[written:], position + written
+            self._written_to = max(self._written_to, position)
+
+    # -- undoing an append (storage/log.py: an append is all or nothing) ------------
+
+    def mark(self) -> tuple:
+        """The state an append changes; `rollback(mark)` restores it."""
+        return (self.size, self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                self.bytes_since_last_index_entry, self._rolling_ts, self.index.entries,
+                self.time_index.entries, self.txn_index.entry_count)
+
+    def rollback(self, mark: tuple) -> None:
+        """Undo every append since `mark`: in memory, and on disk so that neither a
+        later append nor a recovery after a crash sees the undone bytes.
+
+        Only frees space (ftruncate down and up again: the data past the old end is a
+        hole again; the index slots written are zeroed in pages that were just
+        allocated), so it works on a full disk.  An undo that fails (EIO, EROFS) leaves
+        files that do not match the state: KafkaStorageError with
+        `log_consistent=False` (the log goes offline).
+        """
+        (size, max_ts, max_ts_off, since_index, rolling_ts, n_index, n_time,
+         n_txn) = mark
+        self.size, self.max_timestamp_so_far, self.offset_of_max_timestamp = size, max_ts, \
+            max_ts_off
+        self.bytes_since_last_index_entry, self._rolling_ts = since_index, rolling_ts
         try:
-            while view:                 # a regular file writes all unless the disk fails
-                written = os.pwrite(self.fd, view, position)
-                view, position = view[written:], position + written
+            if self.index.entries > n_index:
+                self.index.truncate_to_entries(n_index)
+            if self.time_index.entries > n_time:
+                self.time_index.truncate_to_entries(n_time)
+            if self.txn_index.entry_count > n_txn:
+                self.txn_index.truncate_to_count(n_txn)
+            if self._written_to > size:
+                os.ftruncate(self.fd, size)
+                if self.capacity > size:
+                    os.ftruncate(self.fd, self.capacity)
+                self._allocated = min(self._allocated, size)
+            self._written_to = size
         except OSError as e:
-            raise KafkaStorageError(f"cannot write {self.log_path}: {e}") from e
+            raise KafkaStorageError(f"cannot undo a failed append to {self.log_path}: {e}",
+                                    e.errno, log_consistent=False) from e
 
     def _preallocate(self, end: int) -> None:
         """Reserve disk blocks up to at least `end`, a step ahead (see the docstring)."""
@@ -363,8 +410,8 @@ class LogSegment:
                 if e.errno != errno.ENOSPC:
                     self._allocated = self.capacity     # unsupported here: stay sparse
                     return
-        raise KafkaStorageError(f"no space left on the device of {self.log_path}"
-                                f" for {end - self.size} bytes")
+        raise OSError(errno.ENOSPC, f"no space left on the device of {self.log_path}"
+                                    f" for {end - self.size} bytes")
 
     def should_roll(self, *, messages_size: int, max_timestamp_in_messages: int,
                     max_offset_in_messages: int, now_ms: int, segment_bytes: int,
@@ -507,7 +554,7 @@ class LogSegment:
         _close_map(self._amm)
         self._amm = None
         os.ftruncate(self.fd, valid)
-        self.size = valid
+        self.size = self._written_to = valid
         self.active = False
         if was_active:
             self.make_active(self.capacity)
