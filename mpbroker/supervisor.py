@@ -88,6 +88,7 @@ log = logging.getLogger("mpbroker.supervisor")
 
 # Exit codes of children (gunicorn's WORKER_BOOT_ERROR is 3).
 WORKER_BOOT_ERROR = 3
+LOG_DIR_FAILURE_EXIT = 4    # = workers/broker.py's: a worker's log dir failed
 CONTROLLER_BOOT_ERROR = 4
 
 # Cross-worker routing (workers/router.py) and placement (workers/placement.py) are
@@ -1189,6 +1190,10 @@ class Supervisor:
             del self.by_worker[child.worker_id]
         if self.stopping:
             return
+        if code == LOG_DIR_FAILURE_EXIT:
+            # no log dir left (workers/broker.py fail_log_dir): Kafka halts the broker
+            raise SupervisorError(1, f"worker {child.worker_id} (pid {child.pid}): its log "
+                                     f"dir failed (see above); stopping")
         now = time.monotonic()
         wid = child.worker_id
         if not child.ready:

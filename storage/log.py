@@ -790,6 +790,13 @@ class Log:
                                         f" {self.next_offset}] of {self.dir}")
         if offset == self.next_offset or (max_offset is not None and offset >= max_offset):
             return ReadInfo([], offset, offset)
+        try:
+            return self._read(offset, max_bytes, max_offset, min_one_batch)
+        except OSError as e:
+            raise KafkaStorageError.from_os_error(f"cannot read {self.dir}", e) from e
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None,
+              min_one_batch: bool) -> ReadInfo:
         slices: list[FileSlice] = []
         first = None
         remaining = max_bytes

@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import time
 import uuid
 import weakref
@@ -34,7 +35,7 @@ from typing import Callable
 
 from mpbroker import config as configmod
 from mpbroker.metadata.model import ClusterMetadata, uuid_from_str, uuid_to_str
-from storage.errors import KafkaStorageError
+from storage.errors import DISK_FULL_ERRNOS, KafkaStorageError
 from storage.cleaner import CleanerManager, map_entries_for
 from storage.log import PARTITION_METADATA_FILE, Log, LogConfig
 
@@ -48,6 +49,8 @@ from workers.timing_wheel import Timer
 
 log = logging.getLogger(__name__)
 
+LOG_DIR_FAILURE_EXIT = 4    # every log dir failed: the supervisor stops the broker
+UNCLEAN_SHUTDOWN_EXIT = 1   # a stop that left partitions not closed cleanly
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 CLEAN_SLICES = 10           # compaction slices of 5 ms per housekeeping tick (of 1 s)
@@ -124,6 +127,8 @@ class Broker:
         self.followers: dict[tuple[str, int], Partition] = {}
         self.replication = ReplicaManager(self)
         self._strays_checked = None    # the placement revision of the last stray scan
+        self.log_dir_failed: str | None = None  # why, once the log dir failed
+        self.exit_code = 0             # the worker's exit code (see shutdown)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -152,14 +157,22 @@ class Broker:
         if self.transactions:
             self.transactions.shutdown()
         self.replication.shutdown()
+        failed = []
         for p in list(self.partitions.values()) + list(self.followers.values()):
             try:
                 p.log.flush()
                 p.close()
-            except Exception:
-                log.exception("closing %s-%d", p.topic, p.index)
+            except Exception as e:
+                failed.append(f"{p.topic}-{p.index}")
+                log.error("closing %s-%d failed (it recovers on the next start): %s",
+                          p.topic, p.index, e)
         self.partitions.clear()
         self.followers.clear()
+        if failed:
+            log.error("%d partitions did not close cleanly (%s%s)", len(failed),
+                      ", ".join(failed[:10]), ", ..." if len(failed) > 10 else "")
+            self.exit_code = self.exit_code or UNCLEAN_SHUTDOWN_EXIT
+        return self.exit_code
 
     async def _housekeeping(self) -> None:
         """The periodic work of the owned logs, on the worker's loop (KafkaScheduler's
@@ -195,6 +208,14 @@ class Broker:
                 log.exception("ISR check")
 
     def _housekeep_partition(self, p: Partition, now: int, due: set) -> None:
+        try:
+            self._housekeep_log(p, now, due)
+        except (OSError, KafkaStorageError) as e:
+            err = e if isinstance(e, KafkaStorageError) else \
+                KafkaStorageError.from_os_error(f"housekeeping of {p.log.dir}", e)
+            self._on_storage_error(p, err)
+
+    def _housekeep_log(self, p: Partition, now: int, due: set) -> None:
         lg = p.log
         lg.maybe_flush(now)
         lg.maybe_roll(now)
@@ -326,11 +347,18 @@ class Broker:
                     if settings is None:
                         settings = (self.log_config(topic.configs), self._min_isr(topic.configs))
                     self._apply_partition(topic, index, state, settings, now)
-                except (OSError, KafkaStorageError):
+                except (OSError, KafkaStorageError) as e:
                     # The log dir failed (Kafka marks it offline and, with no log dir
-                    # left, halts the broker): this worker stops; the supervisor
-                    # respawns it and stops a crash loop.
-                    raise
+                    # left, halts the broker), or it is full: the partition stays
+                    # closed and is retried with the next push, as Kafka leaves a log
+                    # it cannot create offline.
+                    if isinstance(e, KafkaStorageError) and e.disk_full or \
+                            getattr(e, "errno", None) in DISK_FULL_ERRNOS:
+                        log.warning("opening %s-%d: %s (retried with the next metadata)",
+                                    topic.name, index, e)
+                    else:
+                        self.fail_log_dir(self.log_dir, e)
+                        return
                 except Exception:
                     log.exception("applying metadata epoch %d to %s-%d", md.epoch, topic.name, index)
         cluster = bool(self.config.get("zookeeper.connect"))
@@ -505,7 +533,38 @@ class Broker:
                       topic_id=topic.topic_id)
         p = Partition(topic.name, index, topic.topic_id, lg, leader_epoch=state.leader_epoch,
                       leader_id=state.leader, replicated=len(state.replicas) > 1)
+        p.on_storage_error = self._on_storage_error
         return p
+
+    # ---------------------------------------------------------------- storage errors
+    def _on_storage_error(self, p: Partition, e: KafkaStorageError | None) -> None:
+        """A partition's log failed (Kafka's LogDirFailureChannel).  A full disk is not
+        a failed dir: the append was undone, the partition answers KAFKA_STORAGE_ERROR
+        and serves again by itself once there is room (logged once each way).  Any
+        other error (EIO, EROFS, an append that could not be undone) fails the log
+        dir."""
+        if e is None:
+            log.warning("%s-%d: appends succeed again (there is room on the disk)",
+                        p.topic, p.index)
+        elif e.disk_full:
+            if not p.disk_full:
+                p.disk_full = True
+                log.warning("%s-%d: append refused with KAFKA_STORAGE_ERROR until there is "
+                            "room (logged once): %s", p.topic, p.index, e)
+        else:
+            self.fail_log_dir(self.log_dir, e)
+
+    def fail_log_dir(self, path: str, cause: BaseException) -> None:
+        """The log dir `path` failed.  This worker has one log dir, so none is left:
+        Kafka halts the broker then; the worker stops (clean shutdown of what still
+        closes) and exits LOG_DIR_FAILURE_EXIT, which makes the supervisor stop the
+        broker with a non-zero exit code instead of respawning the worker."""
+        if self.log_dir_failed is not None:
+            return
+        self.log_dir_failed = f"{path}: {cause}"
+        log.error("log dir %s failed: %s; no log dir left: stopping the broker", path, cause)
+        self.exit_code = LOG_DIR_FAILURE_EXIT
+        os.kill(os.getpid(), signal.SIGTERM)     # the loop's stop path (workers/server.py)
 
     def _drop_partition(self, p: Partition, delete: bool) -> None:
         self._cleaners.forget(p.key)

@@ -136,5 +136,4 @@ async def run(broker, listen_sock: socket.socket, max_request_bytes: int,
         on_ready()
     await server.serve()
     await server.drain(0.5 if fast["stop"] else grace_s)
-    broker.shutdown()
-    return 0
+    return broker.shutdown() or 0       # non-zero: partitions did not close cleanly

@@ -1,0 +1,149 @@
+"""Shared helpers of the fault suite: a ledger of acknowledged records, and mounts.
+
+* `ledger`: unique values per test; the producer's delivery reports say which were
+  acknowledged (and at which offset); after everything was read back,
+  `ledger.check(records)` asserts that no acknowledged record is missing or moved and
+  that no value and no offset appears twice.
+* `mounts`: `mounts.ext4(path, mib)` (a loop-mounted ext4 file system in an image
+  file) and `mounts.tmpfs(path, mib)`; every mount is removed after the test, even
+  when it failed (lazily when something still holds it open).
+
+The tests need root (mount); CI runs as root.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+# the real broker per test, and its log attached to a failing test's report
+from tests.integration.conftest import fresh_broker, pytest_runtest_makereport  # noqa: F401
+
+
+class Ledger:
+    def __init__(self, tag: str):
+        self.tag = tag
+        self.count = 0
+        self.acked: dict[bytes, tuple[int, int]] = {}    # value -> (partition, offset)
+        self.failed: dict[bytes, str] = {}
+
+    def next_value(self) -> bytes:
+        self.count += 1
+        return f"{self.tag}-{self.count:08d}".encode()
+
+    def on_delivery(self, err, msg) -> None:
+        """confluent-kafka delivery callback."""
+        if err is None:
+            self.acked[msg.value()] = (msg.partition(), msg.offset())
+        else:
+            self.failed[msg.value()] = str(err)
+
+    def check(self, records) -> dict:
+        """`records`: (partition, offset, value) of everything read back.  Returns counts."""
+        seen: dict[bytes, tuple[int, int]] = {}
+        offsets: set[tuple[int, int]] = set()
+        duplicated, moved = [], []
+        for partition, offset, value in records:
+            if (partition, offset) in offsets:
+                raise AssertionError(f"offset {offset} of partition {partition} read twice")
+            offsets.add((partition, offset))
+            if value in seen:
+                duplicated.append(value)
+            seen[value] = (partition, offset)
+        lost = [v for v in self.acked if v not in seen]
+        moved = [v for v, where in self.acked.items() if v in seen and seen[v] != where]
+        assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:3]}"
+        assert not moved, f"{len(moved)} acknowledged records at another offset, e.g. " \
+                          f"{[(v, self.acked[v], seen[v]) for v in moved[:3]]}"
+        assert not duplicated, f"{len(duplicated)} records stored twice, e.g. {duplicated[:3]}"
+        return {"acked": len(self.acked), "failed": len(self.failed), "read": len(seen)}
+
+
+@pytest.fixture
+def ledger(request) -> Ledger:
+    return Ledger(f"{request.node.name[:40]}-{uuid.uuid4().hex[:6]}")
+
+
+class Mounts:
+    def __init__(self, scratch: Path):
+        self.scratch = scratch
+        self.mounted: list[Path] = []
+        self.images: list[Path] = []
+
+    def ext4(self, path: Path, mib: int) -> Path:
+        image = self.scratch / f"ext4-{uuid.uuid4().hex[:8]}.img"
+        with open(image, "wb") as f:
+            f.truncate(mib * 1024 * 1024)
+        self.images.append(image)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0",
+                        str(image)], check=True, capture_output=True)
+        return self._mount(["-o", "loop", str(image)], path)
+
+    def tmpfs(self, path: Path, mib: int) -> Path:
+        return self._mount(["-t", "tmpfs", "-o", f"size={mib}m", "tmpfs"], path)
+
+    def _mount(self, args: list[str], path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", *args, str(path)], check=True, capture_output=True)
+        self.mounted.append(path)
+        return path
+
+    def remount_ro(self, path: Path) -> None:
+        subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True,
+                       capture_output=True)
+
+    def loop_device(self, path: Path) -> str:
+        """The loop device (`loopN`) behind a mount made by `ext4`."""
+        out = subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(path)], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        return os.path.basename(out)
+
+    def cleanup(self) -> None:
+        for path in reversed(self.mounted):
+            if subprocess.run(["umount", str(path)], capture_output=True).returncode:
+                subprocess.run(["umount", "-l", str(path)], capture_output=True)
+        for image in self.images:
+            try:
+                image.unlink()
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def mounts(tmp_path):
+    if os.geteuid() != 0:
+        pytest.fail("the fault suite needs root (mount)")
+    m = Mounts(tmp_path)
+    try:
+        yield m
+    finally:
+        m.cleanup()
+
+
+def fill(path: Path) -> Path:
+    """A filler file that takes every free block of `path`'s file system; remove it to
+    make room again."""
+    filler = path / f"filler-{uuid.uuid4().hex[:6]}"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        st = os.statvfs(path)
+        try:
+            os.posix_fallocate(fd, 0, st.f_bavail * st.f_frsize)
+        except OSError:
+            pass
+        pos = os.fstat(fd).st_size
+        for chunk in (bytes(1 << 16), bytes(4096), bytes(512)):   # what fallocate left
+            while True:
+                try:
+                    n = os.pwrite(fd, chunk, pos)
+                except OSError:
+                    break
+                if n <= 0:
+                    break
+                pos += n
+    finally:
+        os.close(fd)
+    return filler
