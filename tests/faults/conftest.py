@@ -72,6 +72,7 @@ class Mounts:
         self.scratch = scratch
         self.mounted: list[Path] = []
         self.images: list[Path] = []
+        self._images_by_path: dict[Path, Path] = {}
 
     def ext4(self, path: Path, mib: int) -> Path:
         image = self.scratch / f"ext4-{uuid.uuid4().hex[:8]}.img"
@@ -80,7 +81,8 @@ class Mounts:
         self.images.append(image)
         subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0",
                         str(image)], check=True, capture_output=True)
-        return self._mount(["-o", "loop", str(image)], path)
+        self._images_by_path[path] = image
+        return self._mount(["-o", "loop,errors=remount-ro", str(image)], path)
 
     def tmpfs(self, path: Path, mib: int) -> Path:
         return self._mount(["-t", "tmpfs", "-o", f"size={mib}m", "tmpfs"], path)
@@ -91,9 +93,13 @@ class Mounts:
         self.mounted.append(path)
         return path
 
-    def remount_ro(self, path: Path) -> None:
-        subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True,
-                       capture_output=True)
+    def remount_fresh(self, path: Path) -> None:
+        """Unmount and mount again (a repaired ext4: the journal is replayed)."""
+        image = self._images_by_path[path]
+        subprocess.run(["umount", str(path)], check=True, capture_output=True)
+        subprocess.run(["e2fsck", "-fy", str(image)], capture_output=True)
+        subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(path)],
+                       check=True, capture_output=True)
 
     def loop_device(self, path: Path) -> str:
         """The loop device (`loopN`) behind a mount made by `ext4`."""
