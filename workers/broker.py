@@ -27,7 +27,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import time
 import uuid
 import weakref
@@ -129,6 +128,7 @@ class Broker:
         self._strays_checked = None    # the placement revision of the last stray scan
         self.log_dir_failed: str | None = None  # why, once the log dir failed
         self.exit_code = 0             # the worker's exit code (see shutdown)
+        self.request_stop: Callable[[], None] | None = None  # workers/server.py sets it
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -564,7 +564,8 @@ class Broker:
         self.log_dir_failed = f"{path}: {cause}"
         log.error("log dir %s failed: %s; no log dir left: stopping the broker", path, cause)
         self.exit_code = LOG_DIR_FAILURE_EXIT
-        os.kill(os.getpid(), signal.SIGTERM)     # the loop's stop path (workers/server.py)
+        if self.request_stop is not None:
+            self.request_stop()
 
     def _drop_partition(self, p: Partition, delete: bool) -> None:
         self._cleaners.forget(p.key)

@@ -121,6 +121,9 @@ async def run(broker, listen_sock: socket.socket, max_request_bytes: int,
     loop = asyncio.get_running_loop()
     broker.start(loop)
     server = WorkerServer(broker, listen_sock, max_request_bytes)
+    broker.request_stop = server.request_stop      # a failed log dir stops the worker
+    if broker.log_dir_failed:                      # while start() opened the logs
+        server.request_stop()
     fast = {"stop": False}
 
     def on_term():
