@@ -19,6 +19,7 @@ import os
 from typing import NamedTuple
 
 from storage.checkpoint import CheckpointError, CheckpointFile
+from storage.errors import DISK_FULL_ERRNOS
 
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -131,7 +132,14 @@ class LeaderEpochCache:
         i = bisect.bisect_right([e.start_offset for e in self._entries], start_offset) - 1
         covering = self._entries[i]
         self._entries = [EpochEntry(covering.epoch, start_offset)] + self._entries[i + 1:]
-        self._changed()
+        try:
+            self._changed()
+        except OSError as e:
+            # a full disk must not stop DeleteRecords/retention (they free space): the
+            # file keeps entries below the log start, which the next open truncates
+            # again, and the next change writes them all
+            if e.errno not in DISK_FULL_ERRNOS:
+                raise
 
     def clear(self) -> None:
         self._entries = []

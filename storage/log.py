@@ -80,7 +80,7 @@ from storage.batch import (CREATE_TIME, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC
 from storage.checkpoint import (CheckpointError, OffsetCheckpoint, PartitionCheckpoints,
                                atomic_write, fsync_dir)
 from storage.epoch_cache import LeaderEpochCache
-from storage.errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
+from storage.errors import (DISK_FULL_ERRNOS, InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
                             KafkaStorageError, MessageTooLargeError, OffsetOutOfRangeError,
                             RecordBatchTooLargeError, StorageError)
 from storage.index import INT32_MAX, CorruptIndexError
@@ -891,8 +891,19 @@ class Log:
                                         f" is {self.high_watermark}")
         if offset > self.log_start_offset:
             self._set_log_start(offset)
-            self._delete_segments(self._start_breached_count(), self.clock())
-            self.checkpoints.write(log_start_offset=self.log_start_offset)
+            try:
+                self._delete_segments(self._start_breached_count(), self.clock())
+            except OSError as e:        # a roll for it failed: the start moved all the same
+                raise KafkaStorageError.from_os_error(f"deleting records of {self.dir}", e) \
+                    from e
+            try:
+                self.checkpoints.write(log_start_offset=self.log_start_offset)
+            except OSError as e:
+                # a full disk must not stop DeleteRecords (it frees space); the periodic
+                # checkpoint writes it once there is room
+                if e.errno not in DISK_FULL_ERRNOS:
+                    raise KafkaStorageError.from_os_error(
+                        f"checkpointing the log start of {self.dir}", e) from e
         self._check_invariants()
         return self.log_start_offset
 

@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from mpbroker.config import parse_properties
 from mpbroker.metadata.model import ClusterMetadata, from_dict, to_dict
+from storage import space_reserve
 
 __all__ = [
     "METADATA_DIR", "METADATA_FILE", "META_PROPERTIES", "MetadataStore", "MetadataStoreError",
@@ -102,7 +103,8 @@ class MetadataStore:
         if current is not None and md.epoch < current.epoch:
             raise MetadataStoreError(f"Refusing to replace metadata epoch {current.epoch} with older epoch {md.epoch}")
         data = json.dumps(to_dict(md), indent=1, sort_keys=True).encode("utf-8")
-        atomic_write(self.path, data)
+        # a full disk: the space reserve makes room (DeleteTopics must free space)
+        space_reserve.write(self.dir, lambda: atomic_write(self.path, data))
 
 
 # ------------------------------------------------------------------ meta.properties

@@ -226,3 +226,18 @@ def test_undo_that_fails_takes_the_log_offline(tmp_path, monkeypatch):
         log.append(plain(b"v-100", pid=7, seq=4), 0)
     with pytest.raises(KafkaStorageError):
         log.read(0, 1000)
+
+
+def test_delete_records_works_on_a_full_disk(tmp_path, monkeypatch):
+    """DeleteRecords frees space, so a full disk must not stop it: the checkpoint of
+    the new log start is written by the next periodic checkpoint."""
+    log, acked = _setup(tmp_path, {"segment_bytes": 600})
+    while len(log.segments) < 3:
+        _ack(log, acked, b"v-%d" % len(acked))
+    cut = log.segments[1].base_offset
+    with failing(monkeypatch, lambda p: "checkpoint" in p) as hits:
+        assert log.delete_records_before(cut) == cut
+    assert hits and log.log_start_offset == cut and log.segments[0].base_offset == cut
+    log.checkpoint()                           # room again
+    log.close()
+    assert Log.open(log.dir, log.config, Clock()).log_start_offset == cut
