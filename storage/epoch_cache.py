@@ -106,13 +106,17 @@ class LeaderEpochCache:
         self._changed()
         return True
 
+    def snapshot(self) -> list[EpochEntry]:
+        """The entries as of now, for `restore` (no copy: changes replace the list)."""
+        return self._entries
+
     def restore(self, entries: list[EpochEntry]) -> None:
         """Back to `entries` (an undone append).  In memory at least: when the file
         cannot be rewritten (a full disk) the entry it holds past the log end is
         dropped by `truncate_from_end` on the next open."""
-        if entries == self._entries:
+        if entries is self._entries:
             return
-        self._entries = list(entries)
+        self._entries = entries
         try:
             self._changed()
         except OSError:

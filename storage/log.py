@@ -137,6 +137,7 @@ class LogConfig:
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3
     message_timestamp_difference_max_ms: int = LONG_MAX
+    preallocate: bool = False       # size a new active segment's file to segment.bytes
 
     @classmethod
     def from_properties(cls, props: dict, base: "LogConfig | None" = None) -> "LogConfig":
@@ -170,6 +171,8 @@ class LogConfig:
                 values[name] = int(raw)
             elif f.type in ("float", float):
                 values[name] = float(raw)
+            elif f.type in ("bool", bool):
+                values[name] = raw if isinstance(raw, bool) else str(raw).lower() == "true"
             else:
                 values[name] = str(raw)
         return cls(**values)
@@ -321,7 +324,7 @@ class Log:
         return LogSegment(self.dir, base, capacity=capacity or c.segment_bytes,
                           index_interval_bytes=c.index_interval_bytes,
                           max_index_size=c.segment_index_bytes, created_ms=self.clock(),
-                          active=active, suffix=suffix)
+                          active=active, suffix=suffix, preallocate=c.preallocate)
 
     def _open_segments(self, log_start: int) -> None:
         bases = sorted(b for b in (parse_base_offset(n) for n in os.listdir(self.dir)
@@ -594,15 +597,11 @@ class Log:
         if last_offset - first_offset > INT32_MAX:
             raise InvalidRecordError("append spans more than the int32 relative offset range")
         assert next_offset > self.next_offset >= self.high_watermark, "offsets went backwards"
-        before = self.active_segment
-        undo = (before.mark(), self.next_offset, self._unflushed_messages,
-                self.epoch_cache.entries,
-                None if pinfo is None else self.producer_state.save(pinfo))
+        undo = [None, self.next_offset, self._unflushed_messages, self.epoch_cache.snapshot(),
+                None if pinfo is None else self.producer_state.save(pinfo)]
         try:
             segment = self._maybe_roll_for(len(mv), max_ts, last_offset, first_offset, now)
-            if segment is not before:
-                undo = (segment.mark(),) + undo[1:]
-            segment.append(last_offset, max_ts, offset_of_max_ts, mv)
+            undo[0] = segment.append(last_offset, max_ts, offset_of_max_ts, mv)
             self._record_epochs(batches, leader_epoch, first_offset, assign_offsets)
             if pinfo is not None:
                 for txn in self.producer_state.commit(pinfo, next_offset):
@@ -629,10 +628,8 @@ class Log:
         if producers is not None:
             self.producer_state.restore(producers)
         try:
-            if not self.active_segment.active:          # the roll failed half way
-                self.active_segment.make_active(max(self.config.segment_bytes,
-                                                    self.active_segment.size))
-            self.active_segment.rollback(seg_mark)
+            if seg_mark is not None:        # else the roll or the segment undid itself
+                self.active_segment.rollback(seg_mark)
             self.epoch_cache.restore(epochs)
         except OSError as e:
             cause = KafkaStorageError(f"cannot undo a failed append to {self.dir}: {e}",
@@ -757,17 +754,21 @@ class Log:
         if new_base <= old.base_offset:
             raise InvalidOffsetError(f"roll to {new_base} <= active base {old.base_offset}")
         self.producer_state.take_snapshot(self.next_offset)
-        old.on_become_inactive()
+        mark = old.mark()
         try:
+            old.on_become_inactive()
             seg = self._new_segment(new_base, active=True)
         except (OSError, StorageError):
             # no room for the new files: drop what was created, the old one goes on
+            # exactly as it was (its final time index entry undone)
             for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
                 try:
                     os.unlink(os.path.join(self.dir, f"{new_base:020d}{suffix}"))
                 except OSError:
                     pass
-            old.make_active(max(self.config.segment_bytes, old.size))
+            if not old.active:
+                old.make_active(max(self.config.segment_bytes, old.size))
+            old.rollback(mark)
             raise
         self._add_segment(seg)
         return seg

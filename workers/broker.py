@@ -516,7 +516,7 @@ class Broker:
         effective = configmod.effective_topic_config(self.config, topic_configs)
         return LogConfig.from_properties(
             {k: ",".join(v) if isinstance(v, list) else v for k, v in effective.items()
-             if v is not None and not isinstance(v, bool)})
+             if v is not None and (not isinstance(v, bool) or k == "preallocate")})
 
     def partition_dir(self, topic: str, index: int) -> str:
         return os.path.join(self.log_dir, f"{topic}-{index}")
