@@ -70,6 +70,18 @@ def stored_topic_id(path: str) -> bytes | None:
     return None
 
 
+def _usable(log_dir: str) -> bool:
+    """A probe of a log dir: a file can be created there (or the disk is only full)."""
+    probe = os.path.join(log_dir, f".mpbroker-probe-{os.getpid()}")
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.close(fd)
+        os.unlink(probe)
+        return True
+    except OSError as e:
+        return e.errno in DISK_FULL_ERRNOS
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -92,7 +104,10 @@ class Broker:
         self.worker_id = worker_id
         self.clock = clock
         self.broker_id = controller.broker_id
-        self.log_dir = config.log_dirs[0]
+        self.log_dirs = [os.path.normpath(d) for d in config.log_dirs]
+        self.log_dir = self.log_dirs[0]       # also holds the metadata (controller)
+        self.offline_dirs: dict[str, str] = {}             # failed log dir -> why
+        self.offline_partitions: dict[tuple[str, int], str] = {}   # -> its failed dir
         self.metadata: ClusterMetadata | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.timer = Timer(tick_ms=1, wheel_size=20, clock=timer_clock)
@@ -168,6 +183,7 @@ class Broker:
                           p.topic, p.index, e)
         self.partitions.clear()
         self.followers.clear()
+        failed += [f"{t}-{i} (offline)" for t, i in self.offline_partitions]
         if failed:
             log.error("%d partitions did not close cleanly (%s%s)", len(failed),
                       ", ".join(failed[:10]), ", ..." if len(failed) > 10 else "")
@@ -348,20 +364,19 @@ class Broker:
                         settings = (self.log_config(topic.configs), self._min_isr(topic.configs))
                     self._apply_partition(topic, index, state, settings, now)
                 except (OSError, KafkaStorageError) as e:
-                    # The log dir failed (Kafka marks it offline and, with no log dir
-                    # left, halts the broker), or it is full: the partition stays
-                    # closed and is retried with the next push, as Kafka leaves a log
-                    # it cannot create offline.
-                    if isinstance(e, KafkaStorageError) and e.disk_full or \
-                            getattr(e, "errno", None) in DISK_FULL_ERRNOS:
+                    # Its log dir failed (now offline, see fail_log_dir), or it is full:
+                    # the partition stays closed (KAFKA_STORAGE_ERROR), a full one is
+                    # retried with the next push.
+                    if key not in self.offline_partitions:
                         log.warning("opening %s-%d: %s (retried with the next metadata)",
                                     topic.name, index, e)
-                    else:
-                        self.fail_log_dir(self.log_dir, e)
+                    if self.log_dir_failed is not None:
                         return
                 except Exception:
                     log.exception("applying metadata epoch %d to %s-%d", md.epoch, topic.name, index)
         cluster = bool(self.config.get("zookeeper.connect"))
+        for key in [k for k in self.offline_partitions if k not in live]:
+            del self.offline_partitions[key]        # deleted or moved away meanwhile
         for key, p in list(self.partitions.items()) + list(self.followers.items()):
             if key not in live:
                 t = md.topics.get(key[0])
@@ -384,6 +399,8 @@ class Broker:
 
     def _apply_partition(self, topic, index: int, state, settings, now: int) -> None:
         key = (topic.name, index)
+        if key in self.offline_partitions:
+            return                  # in a failed log dir: offline until a restart
         p = self.partitions.get(key) or self.followers.get(key)
         if p is not None and p.topic_id != topic.topic_id:
             self._remove_hosted(p, delete=True)
@@ -405,8 +422,13 @@ class Broker:
         `hosted`: every partition it leads or replicates that this worker owns), left by
         a topic deleted, or being deleted, while this broker was down (Kafka deletes
         such stray logs); and `-delete` directories a crash left behind."""
+        for d in self.log_dirs:
+            if d not in self.offline_dirs:
+                self._delete_strays_in(d, hosted)
+
+    def _delete_strays_in(self, log_dir: str, hosted: set) -> None:
         try:
-            names = os.listdir(self.log_dir)
+            names = os.listdir(log_dir)
         except OSError:
             return
         for name in names:
@@ -414,7 +436,7 @@ class Broker:
             if m is None:
                 continue
             key = (m.group(1), int(m.group(2)))
-            path = os.path.join(self.log_dir, name)
+            path = os.path.join(log_dir, name)
             if not self.owns(*key) or not os.path.isdir(path):
                 continue
             if not m.group(3):
@@ -519,10 +541,46 @@ class Broker:
              if v is not None and (not isinstance(v, bool) or k == "preallocate")})
 
     def partition_dir(self, topic: str, index: int) -> str:
-        return os.path.join(self.log_dir, f"{topic}-{index}")
+        """Where the log of (topic, index) is: the log dir that holds it, else (a new
+        one) the healthy log dir with the fewest partitions, as Kafka places them.
+        KafkaStorageError when a log dir cannot tell whether it holds it (a failed
+        dir may: the partition is offline rather than started empty elsewhere)."""
+        name = f"{topic}-{index}"
+        unknown = None
+        for d in self.log_dirs:
+            try:
+                os.stat(os.path.join(d, name))
+                return os.path.join(d, name)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                unknown = (d, e)
+        if unknown is not None:
+            self.offline_partitions[(topic, index)] = unknown[0]
+            raise KafkaStorageError(f"{name}: log dir {unknown[0]} failed: {unknown[1]}")
+        healthy = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
+        return os.path.join(min(healthy, key=self._partitions_in), name)
+
+    @staticmethod
+    def _partitions_in(log_dir: str) -> int:
+        try:
+            return sum(1 for n in os.listdir(log_dir)
+                       if (m := PARTITION_DIR.match(n)) is not None and not m.group(3))
+        except OSError:
+            return 1 << 62
 
     def _open_partition(self, topic, index: int, state) -> Partition:
         path = self.partition_dir(topic.name, index)
+        try:
+            return self._open_log(topic, index, state, path)
+        except (OSError, KafkaStorageError) as e:
+            if not (isinstance(e, KafkaStorageError) and e.disk_full
+                    or getattr(e, "errno", None) in DISK_FULL_ERRNOS):
+                self.offline_partitions[(topic.name, index)] = os.path.dirname(path)
+                self.fail_log_dir(os.path.dirname(path), e)
+            raise
+
+    def _open_log(self, topic, index: int, state, path: str) -> Partition:
         stored = stored_topic_id(path)
         if stored is not None and topic.topic_id is not None and stored != topic.topic_id:
             # a log of an earlier topic of that name (deleted while this broker was down)
@@ -552,14 +610,41 @@ class Broker:
                 log.warning("%s-%d: append refused with KAFKA_STORAGE_ERROR until there is "
                             "room (logged once): %s", p.topic, p.index, e)
         else:
-            self.fail_log_dir(self.log_dir, e)
+            self.fail_log_dir(os.path.dirname(p.log.dir), e)
 
     def fail_log_dir(self, path: str, cause: BaseException) -> None:
-        """The log dir `path` failed.  This worker has one log dir, so none is left:
-        Kafka halts the broker then; the worker stops (clean shutdown of what still
-        closes) and exits LOG_DIR_FAILURE_EXIT, which makes the supervisor stop the
-        broker with a non-zero exit code instead of respawning the worker."""
-        if self.log_dir_failed is not None:
+        """The log dir `path` failed (Kafka's LogDirFailureChannel): it goes offline,
+        its partitions are closed and answer KAFKA_STORAGE_ERROR (`partition_error`)
+        until a restart finds the dir usable again; the other log dirs keep serving.
+        With no log dir left Kafka halts the broker: the worker stops (clean shutdown
+        of what still closes) and exits LOG_DIR_FAILURE_EXIT, on which the supervisor
+        stops the broker with a non-zero exit code instead of respawning the worker."""
+        path = os.path.normpath(path)
+        if path not in self.log_dirs:
+            path = self.log_dir
+        if path in self.offline_dirs:
+            return
+        self.offline_dirs[path] = str(cause)
+        closed = 0
+        for key, p in list(self.partitions.items()) + list(self.followers.items()):
+            if os.path.dirname(p.log.dir) == path:
+                self.partitions.pop(key, None)
+                self.followers.pop(key, None)
+                self.offline_partitions[key] = path
+                p.closed = True
+                try:
+                    p.log.close(clean=False)
+                except Exception:
+                    pass
+                self._cleaners.forget(key)
+                self.fetch_purgatory.check_and_complete(key)
+                self.produce_purgatory.check_and_complete(key)
+                closed += 1
+        left = [d for d in self.log_dirs if d not in self.offline_dirs and _usable(d)]
+        if left:
+            log.error("log dir %s failed: %s; its %d partitions on this worker are offline "
+                      "(KAFKA_STORAGE_ERROR), log dirs %s keep serving", path, cause, closed,
+                      ", ".join(left))
             return
         self.log_dir_failed = f"{path}: {cause}"
         log.error("log dir %s failed: %s; no log dir left: stopping the broker", path, cause)
@@ -602,6 +687,8 @@ class Broker:
         t = self.metadata.topics.get(topic)
         if t is None or index not in t.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if (topic, index) in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if t.partitions[index].leader != self.broker_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -14,7 +14,7 @@ import struct
 
 import pytest
 
-from tests.faults.test_disk_full import _log, _produce, _read_all, _wait
+from tests.faults.test_disk_full import _log, _produce, _read_all, _strip, _wait
 from tests.integration import broker as harness
 
 pytestmark = pytest.mark.slow
@@ -97,3 +97,58 @@ def test_unclean_close_makes_sigterm_exit_non_zero(fresh_broker, mounts, tmp_pat
     _make_read_only(mounts, data)
     assert b.stop() != 0
     assert "did not close cleanly" in _log(b)
+
+
+def test_two_log_dirs_one_fails_the_other_keeps_serving(fresh_broker, mounts, ledger,
+                                                         tmp_path):
+    """log.dirs with two directories: partitions spread over both; EIO on one takes
+    its partitions offline (KAFKA_STORAGE_ERROR) while the other keeps serving, also
+    across a restart before the repair; after it nothing acknowledged is missing."""
+    a, b_dir = tmp_path / "dir-a", tmp_path / "dir-b"
+    mounts.ext4(a, 32)
+    mounts.ext4(b_dir, 32)
+    b = fresh_broker({"log.dirs": f"{a},{b_dir}"})
+    topic = harness.create_topic(b.bootstrap, "spread", 4)
+
+    def where(d):
+        return {int(n.rsplit("-", 1)[1]) for n in os.listdir(d) if n.startswith("spread-")}
+    _wait(lambda: len(where(a) | where(b_dir)) == 4, 30, "all partitions opened")
+    in_a, in_b = where(a), where(b_dir)
+    assert in_a and in_b and in_a | in_b == {0, 1, 2, 3}, (in_a, in_b)
+    p = harness.producer(b.bootstrap, acks="all", **{"enable.idempotence": True,
+                                                       "message.timeout.ms": 8000})
+    _produce((p,), ledger, topic, 200, partitions=4)
+    harness.flush(p, 60)
+    os.sync()
+    _shutdown_fs(b_dir)
+
+    def offline():
+        _produce((p,), ledger, topic, 4, partitions=4)
+        p.poll(0.2)
+        return "keep serving" in _log(b)
+    _wait(offline, 30, "the failed dir offline")
+    before = len(ledger.acked)
+    _produce((p,), ledger, topic, 100, partitions=4)
+    p.flush(20)
+    new = [where for v, where in ledger.acked.items() if where[1] >= 0][before:]
+    assert b.is_alive()
+    assert any(part in in_a for part, _ in new), "the healthy dir stopped serving"
+    assert all(part in in_a for part, _ in new)
+    assert any(err for err in ledger.failed.values()), "nothing refused on the failed dir"
+    assert b.stop() != 0                     # its partitions did not close cleanly
+
+    b.start()                                # the dir still failed: the rest serves
+    p2 = harness.producer(b.bootstrap, acks="all", **{"message.timeout.ms": 8000})
+    for part in sorted(in_a):
+        p2.produce(topic, ledger.next_value() + b"." * 1000, partition=part,
+                   on_delivery=_strip(ledger))
+    assert p2.flush(20) == 0
+    assert b.stop() != 0
+    p.purge()
+    p.flush(1)
+
+    mounts.remount_fresh(b_dir)              # repaired
+    b.start()
+    counts = ledger.check(_read_all(b.bootstrap, topic, partitions=4))
+    assert counts["acked"] >= 200 + len(in_a)
+    assert b.stop() == 0
