@@ -611,8 +611,11 @@ class Log:
             self._unflushed_messages += count
             if self._unflushed_messages >= self.config.flush_messages:
                 self.flush()
-        except (OSError, KafkaStorageError) as e:
-            raise self._undo_append(undo, e) from e
+        except (OSError, StorageError) as e:
+            err = self._undo_append(undo, e)
+            if err is e:
+                raise
+            raise err from e
         return AppendInfo(first_offset, last_offset, log_append_time, self.log_start_offset,
                           False, count)
 
@@ -636,11 +639,11 @@ class Log:
                                       e.errno, log_consistent=False)
         except KafkaStorageError as e:
             cause = e
-        if isinstance(cause, KafkaStorageError):
-            err = cause
+        if isinstance(cause, StorageError):
+            err = cause         # KafkaStorageError, or a refusal (an index entry) undone
         else:
             err = KafkaStorageError.from_os_error(f"cannot append to {self.dir}", cause)
-        if not err.log_consistent:
+        if not getattr(err, "log_consistent", True):
             self.offline = str(err)
         return err
 

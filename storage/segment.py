@@ -370,10 +370,12 @@ class LogSegment:
                                              self.offset_of_max_timestamp)
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += n
-        except OSError as e:
+        except (OSError, StorageError) as e:
             self.rollback(mark)             # raises itself when the undo fails
-            raise KafkaStorageError.from_os_error(f"cannot append to {self.log_path}", e) \
-                from e
+            if isinstance(e, OSError):
+                raise KafkaStorageError.from_os_error(f"cannot append to {self.log_path}",
+                                                      e) from e
+            raise                           # an index refused its entry: nothing kept
         return mark
 
     def _pwrite(self, records, position: int) -> None:

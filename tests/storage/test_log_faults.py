@@ -241,3 +241,22 @@ def test_delete_records_works_on_a_full_disk(tmp_path, monkeypatch):
     log.checkpoint()                           # room again
     log.close()
     assert Log.open(log.dir, log.config, Clock()).log_start_offset == cut
+
+
+def test_an_index_that_refuses_its_entry_leaves_the_log_as_before(tmp_path, monkeypatch):
+    """Not only OSError: any StorageError after the data was written (an index that
+    refuses the entry) is undone as well, so the offsets are not taken twice."""
+    from storage.errors import InvalidOffsetError
+    from storage.index import OffsetIndex
+    log, acked = _setup(tmp_path, {})
+    before = state(log)
+
+    def refuse(self, offset, position):
+        raise InvalidOffsetError("refused")
+    monkeypatch.setattr(OffsetIndex, "append", refuse)
+    with pytest.raises(InvalidOffsetError):
+        log.append(plain(b"v-99", pid=7, seq=_next_seq(acked)), 0)
+    monkeypatch.undo()
+    assert state(log) == before
+    info = log.append(plain(b"v-100", pid=7, seq=_next_seq(acked)), 0)
+    assert info.first_offset == before["next"]
