@@ -143,6 +143,7 @@ class Broker:
         self._strays_checked = None    # the placement revision of the last stray scan
         self.log_dir_failed: str | None = None  # why, once the log dir failed
         self.exit_code = 0             # the worker's exit code (see shutdown)
+        self._reopen_pending = False   # a log could not be opened for want of space
         self.request_stop: Callable[[], None] | None = None  # workers/server.py sets it
 
     # ---------------------------------------------------------------- lifecycle
@@ -207,6 +208,7 @@ class Broker:
             due = {k for k, ms in every.items() if ms > 0 and now - last[k] >= ms}
             for k in due:
                 last[k] = now
+            self.retry_opens()
             for p in list(self.partitions.values()) + list(self.followers.values()):
                 if p.closed:
                     continue
@@ -222,6 +224,13 @@ class Broker:
                 self.replication.check_isr(now)       # replica.lag.time.max.ms
             except Exception:
                 log.exception("ISR check")
+
+    def retry_opens(self) -> None:
+        """Open again the logs that could not be opened for want of space (a full
+        disk is not a failed dir: the broker serves them once there is room)."""
+        if self._reopen_pending and self.metadata is not None:
+            self._reopen_pending = False      # set again when there is still no room
+            self._reconcile(self.metadata)
 
     def _housekeep_partition(self, p: Partition, now: int, due: set) -> None:
         try:
@@ -368,8 +377,8 @@ class Broker:
                     # the partition stays closed (KAFKA_STORAGE_ERROR), a full one is
                     # retried with the next push.
                     if key not in self.offline_partitions:
-                        log.warning("opening %s-%d: %s (retried with the next metadata)",
-                                    topic.name, index, e)
+                        log.warning("opening %s-%d: %s (retried)", topic.name, index, e)
+                        self._reopen_pending = True
                     if self.log_dir_failed is not None:
                         return
                 except Exception:
