@@ -31,6 +31,16 @@ Follower appends (`assign_offsets=False`) keep the leader's offsets and epochs a
 must not go backwards.  The active segment rolls on `segment.bytes`, `segment.ms`
 (+jitter), a full index, or an offset that does not fit the int32 relative range.
 
+All or nothing: an append that fails at any step after its offsets were assigned
+(the roll, the data, an index entry, the leader-epoch checkpoint, the producer state,
+the txnindex, the flush) is undone, in memory and on disk (`_undo_append`,
+`LogSegment.rollback`: the file cut back to its old end, index slots zeroed), so the
+next append gets the same offsets and no offset is ever in the log twice.  OSErrors
+are raised as KafkaStorageError with their errno (`disk_full` for ENOSPC/EDQUOT); an
+undo that itself fails takes the log offline (`offline`: every later call raises
+KafkaStorageError).  A full disk does not stop DeleteRecords (its checkpoint is left
+to the periodic one).
+
 Reads (`read`) return `FileSlice`s of whole batches, at least one batch when
 `min_one_batch` even past `max_bytes`, and never a batch at or past `max_offset`.
 

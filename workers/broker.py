@@ -16,6 +16,20 @@ A worker owns (ARCHITECTURE §1):
   broker, or one holding another topic id than the metadata's), renamed
   `<topic>-<p>.<uuid>-delete` first.
 
+Log dirs (`log.dirs`, Kafka's LogManager + LogDirFailureChannel): a partition's log is
+in whichever dir holds `<topic>-<p>`, a new one goes to the healthy dir with the fewest
+partitions.  Storage errors come from the partitions (`_on_storage_error`): a full
+disk is logged once and the partition answers KAFKA_STORAGE_ERROR until an append
+succeeds again (a log that could not even be opened is retried by housekeeping); any
+other error fails the dir (`fail_log_dir`): its partitions on this worker are closed
+and answer KAFKA_STORAGE_ERROR (`partition_error`) until a restart finds the dir
+usable; with no dir left the worker stops and exits LOG_DIR_FAILURE_EXIT (4), on which
+the supervisor stops the broker (exit 1).  `shutdown` returns the exit code: non-zero
+when a partition did not close cleanly (a stop's exit code says so).  Not done: in
+cluster mode leadership does not move away from an offline partition (Kafka notifies
+the controller through /log_dir_event_notification); its leader answers
+KAFKA_STORAGE_ERROR until restarted.
+
 Cluster-scoped changes (create/delete topics, partitions, configs, producer id blocks)
 go to the controller through `self.controller`, an object handed in by the process
 that starts the worker (layer 4), so this layer never imports the controller.
