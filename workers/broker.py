@@ -630,8 +630,8 @@ class Broker:
         elif e.disk_full:
             if not p.disk_full:
                 p.disk_full = True
-                log.warning("%s-%d: append refused with KAFKA_STORAGE_ERROR until there is "
-                            "room (logged once): %s", p.topic, p.index, e)
+                log.warning("%s-%d: no room on the disk, appends answer KAFKA_STORAGE_ERROR "
+                            "until there is (logged once): %s", p.topic, p.index, e)
         else:
             self.fail_log_dir(os.path.dirname(p.log.dir), e)
 

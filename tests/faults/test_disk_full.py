@@ -102,7 +102,7 @@ def test_disk_full_loses_nothing_and_recovers(fresh_broker, mounts, ledger, tmp_
     def refused():
         for p in producers:
             p.poll(0.1)
-        return "append refused with KAFKA_STORAGE_ERROR" in _log(b)
+        return "no room on the disk, appends answer KAFKA_STORAGE_ERROR" in _log(b)
     _wait(refused, 60, "refused for want of space")
     assert b.is_alive()
 
