@@ -344,6 +344,7 @@ RPC_METHODS = frozenset({
     "allocate_producer_id", "ensure_internal_topic", "register_broker",
     "alter_partition", "elect_leaders", "controlled_shutdown",
     "alter_partition_reassignments", "list_partition_reassignments", "controller_request",
+    "log_dir_failed",
 })
 
 
@@ -657,6 +658,9 @@ class ControllerClient:
 
     async def controller_request(self, api_key, version, body):
         return await self._call("controller_request", (api_key, version, body))
+
+    async def log_dir_failed(self, partitions):
+        return await self._call("log_dir_failed", (list(partitions),))
 
     def close(self) -> None:
         self.link.close()

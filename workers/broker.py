@@ -158,6 +158,7 @@ class Broker:
         self.log_dir_failed: str | None = None  # why, once the log dir failed
         self.exit_code = 0             # the worker's exit code (see shutdown)
         self._reopen_pending = False   # a log could not be opened for want of space
+        self._offline_reported: set = set()   # offline replicas the controller knows
         self.request_stop: Callable[[], None] | None = None  # workers/server.py sets it
 
     # ---------------------------------------------------------------- lifecycle
@@ -223,6 +224,7 @@ class Broker:
             for k in due:
                 last[k] = now
             self.retry_opens()
+            self._report_offline()          # again, if the controller could not be told
             for p in list(self.partitions.values()) + list(self.followers.values()):
                 if p.closed:
                     continue
@@ -409,6 +411,7 @@ class Broker:
                     self._remove_hosted(p, delete=gone and key not in stopped)
                 except Exception:
                     log.exception("closing %s-%d", *key)
+        self._report_offline()
         if cluster and self._strays_checked != self.placement.revision:
             self._strays_checked = self.placement.revision
             self._delete_strays(live | stopped)
@@ -635,6 +638,30 @@ class Broker:
         else:
             self.fail_log_dir(os.path.dirname(p.log.dir), e)
 
+    def _report_offline(self) -> None:
+        """Cluster mode: tell the controller which replicas are in failed log dirs, so
+        that their leadership moves to another replica (ZkController.log_dir_failed)."""
+        if not self.config.get("zookeeper.connect"):
+            return
+        new = set(self.offline_partitions) - self._offline_reported
+        if not new:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._offline_reported |= new
+        keys = sorted(new)
+
+        async def report():
+            try:
+                await self.controller.log_dir_failed(keys)
+            except Exception as e:
+                self._offline_reported -= set(keys)     # the next change reports them
+                log.warning("telling the controller about %d offline replicas: %s",
+                            len(keys), e)
+        self._background.append(loop.create_task(report()))
+
     def fail_log_dir(self, path: str, cause: BaseException) -> None:
         """The log dir `path` failed (Kafka's LogDirFailureChannel): it goes offline,
         its partitions are closed and answer KAFKA_STORAGE_ERROR (`partition_error`)
@@ -664,6 +691,7 @@ class Broker:
                 self.produce_purgatory.check_and_complete(key)
                 closed += 1
         left = [d for d in self.log_dirs if d not in self.offline_dirs and _usable(d)]
+        self._report_offline()
         if left:
             log.error("log dir %s failed: %s; its %d partitions on this worker are offline "
                       "(KAFKA_STORAGE_ERROR), log dirs %s keep serving", path, cause, closed,
@@ -710,8 +738,8 @@ class Broker:
         t = self.metadata.topics.get(topic)
         if t is None or index not in t.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if (topic, index) in self.offline_partitions:
-            return ErrorCode.KAFKA_STORAGE_ERROR
         if t.partitions[index].leader != self.broker_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if (topic, index) in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
