@@ -25,10 +25,9 @@ other error fails the dir (`fail_log_dir`): its partitions on this worker are cl
 and answer KAFKA_STORAGE_ERROR (`partition_error`) until a restart finds the dir
 usable; with no dir left the worker stops and exits LOG_DIR_FAILURE_EXIT (4), on which
 the supervisor stops the broker (exit 1).  `shutdown` returns the exit code: non-zero
-when a partition did not close cleanly (a stop's exit code says so).  Not done: in
-cluster mode leadership does not move away from an offline partition (Kafka notifies
-the controller through /log_dir_event_notification); its leader answers
-KAFKA_STORAGE_ERROR until restarted.
+when a partition did not close cleanly (a stop's exit code says so).  In cluster mode
+the offline replicas are reported to the controller (`_report_offline` ->
+`log_dir_failed`, mpbroker/controller/zk.py), which moves their leadership away.
 
 Cluster-scoped changes (create/delete topics, partitions, configs, producer id blocks)
 go to the controller through `self.controller`, an object handed in by the process
