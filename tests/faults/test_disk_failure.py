@@ -135,6 +135,19 @@ def test_two_log_dirs_one_fails_the_other_keeps_serving(fresh_broker, mounts, le
     assert any(part in in_a for part, _ in new), "the healthy dir stopped serving"
     assert all(part in in_a for part, _ in new)
     assert any(err for err in ledger.failed.values()), "nothing refused on the failed dir"
+    # ListOffsets answers KAFKA_STORAGE_ERROR for the failed dir's partitions, and the
+    # same client goes on being served for the others
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    cons = harness.consumer(b.bootstrap)
+    try:
+        for q in sorted(in_b):
+            with pytest.raises(KafkaException) as ei:
+                cons.get_watermark_offsets(TopicPartition(topic, q), timeout=10)
+            assert ei.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR, ei.value
+        for q in sorted(in_a):
+            assert cons.get_watermark_offsets(TopicPartition(topic, q), timeout=10)[1] > 0
+    finally:
+        cons.close()
     assert b.stop() != 0                     # its partitions did not close cleanly
 
     b.start()                                # the dir still failed: the rest serves
