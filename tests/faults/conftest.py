@@ -4,6 +4,8 @@
   acknowledged (and at which offset); after everything was read back,
   `ledger.check(records)` asserts that no acknowledged record is missing or moved and
   that no value and no offset appears twice.
+* `wait_until`, `produce_values`, `read_all`, `broker_log`: polling, producing ledger
+  values with confluent-kafka, reading a topic back, a broker's whole log.
 * `mounts`: `mounts.ext4(path, mib)` (a loop-mounted ext4 file system in an image
   file) and `mounts.tmpfs(path, mib)`; every mount is removed after the test, even
   when it failed (lazily when something still holds it open).
@@ -12,8 +14,11 @@ The tests need root (mount); CI runs as root.
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -24,15 +29,16 @@ from tests.integration.conftest import fresh_broker, pytest_runtest_makereport  
 
 
 class Ledger:
-    def __init__(self, tag: str):
+    def __init__(self, tag: str, pad: int = 1000):
         self.tag = tag
+        self.pad = b"." * pad           # ~1 KB records: a few thousand fill a disk's slack
         self.count = 0
         self.acked: dict[bytes, tuple[int, int]] = {}    # value -> (partition, offset)
         self.failed: dict[bytes, str] = {}
 
     def next_value(self) -> bytes:
         self.count += 1
-        return f"{self.tag}-{self.count:08d}".encode()
+        return f"{self.tag}-{self.count:08d}".encode() + self.pad
 
     def on_delivery(self, err, msg) -> None:
         """confluent-kafka delivery callback."""
@@ -53,12 +59,13 @@ class Ledger:
             if value in seen:
                 duplicated.append(value)
             seen[value] = (partition, offset)
-        lost = [v for v in self.acked if v not in seen]
+        lost = [v[:40] for v in self.acked if v not in seen]
         moved = [v for v, where in self.acked.items() if v in seen and seen[v] != where]
         assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:3]}"
         assert not moved, f"{len(moved)} acknowledged records at another offset, e.g. " \
-                          f"{[(v, self.acked[v], seen[v]) for v in moved[:3]]}"
-        assert not duplicated, f"{len(duplicated)} records stored twice, e.g. {duplicated[:3]}"
+                          f"{[(v[:40], self.acked[v], seen[v]) for v in moved[:3]]}"
+        assert not duplicated, f"{len(duplicated)} records stored twice, e.g. " \
+                               f"{[v[:40] for v in duplicated[:3]]}"
         return {"acked": len(self.acked), "failed": len(self.failed), "read": len(seen)}
 
 
@@ -153,3 +160,69 @@ def fill(path: Path) -> Path:
     finally:
         os.close(fd)
     return filler
+
+
+# ------------------------------------------------------------ with a real broker
+
+def wait_until(cond, timeout: float, what: str):
+    """Poll `cond` until it returns something true (returned), or fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise TimeoutError(f"not {what} within {timeout}s")
+
+
+def produce_values(producers, ledger: Ledger, topic: str, n: int, partitions: int = 2):
+    """n new ledger values per producer, round robin over the partitions (not flushed)."""
+    for i in range(n):
+        for p in producers:
+            p.produce(topic, ledger.next_value(), partition=i % partitions,
+                      on_delivery=ledger.on_delivery)
+        if i % 50 == 0:
+            for p in producers:
+                p.poll(0)
+
+
+def broker_log(b) -> str:
+    return b.log_path.read_text(errors="replace")
+
+
+def read_all(bootstrap: str, topic: str, partitions: int = 2) -> list:
+    """(partition, offset, value) of every record up to the current end offsets."""
+    from confluent_kafka import TopicPartition
+
+    from tests.integration import broker as harness
+    c = harness.consumer(bootstrap)
+    try:
+        ends = [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)]
+        harness.assign_from_beginning(c, topic, partitions)
+        out, pos = [], [0] * partitions
+        deadline = time.monotonic() + 60
+        while any(pos[p] < ends[p] for p in range(partitions)) and time.monotonic() < deadline:
+            for m in c.consume(1000, timeout=1.0):
+                if m.error() is None:
+                    out.append((m.partition(), m.offset(), m.value()))
+                    pos[m.partition()] = m.offset() + 1
+        assert all(pos[p] >= ends[p] for p in range(partitions)), \
+            f"read up to {pos}, the log ends at {ends}"
+        return out
+    finally:
+        c.close()
+
+
+EXT4_IOC_SHUTDOWN = 0x8004587D          # _IOR('X', 125, __u32)
+EXT4_GOING_FLAGS_DEFAULT = 0            # sync everything, then fail all I/O with EIO
+
+
+def shutdown_fs(path) -> None:
+    """ext4's shutdown ioctl on the file system of `path`: what was written is synced,
+    then every I/O on it fails with EIO (a disk that died)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", EXT4_GOING_FLAGS_DEFAULT))
+    finally:
+        os.close(fd)

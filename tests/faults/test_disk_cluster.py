@@ -9,8 +9,7 @@ import os
 import pytest
 
 from tests.cluster.conftest import cluster, zookeeper  # noqa: F401  (fixtures)
-from tests.faults.test_disk_failure import _shutdown_fs
-from tests.faults.test_disk_full import _produce, _read_all
+from tests.faults.conftest import produce_values, read_all, shutdown_fs
 from tests.integration import broker as harness
 
 pytestmark = pytest.mark.slow
@@ -40,19 +39,19 @@ def test_leadership_moves_off_a_failed_log_dir(cluster, mounts, ledger, tmp_path
                30, "broker 1 leads with both in the ISR")
     p = harness.producer(c.bootstrap, acks="all", **{"enable.idempotence": True,
                                                        "message.timeout.ms": 60000})
-    _produce((p,), ledger, topic, 200, partitions=4)
+    produce_values((p,), ledger, topic, 200, partitions=4)
     harness.flush(p, 60)
-    _shutdown_fs(b_dir)
+    shutdown_fs(b_dir)
 
     def moved():
-        _produce((p,), ledger, topic, 4, partitions=4)
+        produce_values((p,), ledger, topic, 4, partitions=4)
         p.poll(0.2)
         return all(c.state(topic, q)["leader"] == 2 for q in in_b)
     c.wait_for(moved, 40, "leadership of the failed dir's partitions moved to broker 2",
                interval=0.3)
     assert all(c.state(topic, q)["leader"] == 1 for q in in_a)
-    _produce((p,), ledger, topic, 100, partitions=4)
+    produce_values((p,), ledger, topic, 100, partitions=4)
     harness.flush(p, 60)                        # every partition takes writes again
     assert c.brokers[1].is_alive() and c.brokers[2].is_alive()
-    counts = ledger.check(_read_all(c.bootstrap, topic, partitions=4))
+    counts = ledger.check(read_all(c.bootstrap, topic, partitions=4))
     assert counts["failed"] == 0 and counts["acked"] >= 300

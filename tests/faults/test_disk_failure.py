@@ -8,28 +8,15 @@ the file system is repaired (mounted again) the broker starts and serves it all.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
-import struct
 
 import pytest
 
-from tests.faults.test_disk_full import _log, _produce, _read_all, _strip, _wait
+from tests.faults.conftest import (broker_log, produce_values, read_all, shutdown_fs,
+                                   wait_until)
 from tests.integration import broker as harness
 
 pytestmark = pytest.mark.slow
-
-EXT4_IOC_SHUTDOWN = 0x8004587D          # _IOR('X', 125, __u32)
-EXT4_GOING_FLAGS_DEFAULT = 0            # sync everything, then fail all I/O with EIO
-
-
-def _shutdown_fs(path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", EXT4_GOING_FLAGS_DEFAULT))
-    finally:
-        os.close(fd)
-
 
 @pytest.mark.parametrize("fault", ["eio", "read-only"])
 def test_failed_log_dir_stops_the_broker_non_zero(fresh_broker, mounts, ledger, tmp_path,
@@ -40,7 +27,7 @@ def test_failed_log_dir_stops_the_broker_non_zero(fresh_broker, mounts, ledger, 
     topic = harness.create_topic(b.bootstrap, "failing", 2)
     p = harness.producer(b.bootstrap, acks="all", **{"enable.idempotence": True,
                                                        "message.timeout.ms": 20000})
-    _produce((p,), ledger, topic, 200)
+    produce_values((p,), ledger, topic, 200)
     harness.flush(p, 60)
     acked = dict(ledger.acked)
     assert len(acked) == 200
@@ -48,17 +35,17 @@ def test_failed_log_dir_stops_the_broker_non_zero(fresh_broker, mounts, ledger, 
     # records still only in the page cache die with the file system, in Kafka too)
     os.sync()
     if fault == "eio":
-        _shutdown_fs(data)
+        shutdown_fs(data)
     else:
         _make_read_only(mounts, data)
 
     def stopped():
-        _produce((p,), ledger, topic, 10)
+        produce_values((p,), ledger, topic, 10)
         p.poll(0.2)
         return not b.is_alive()
-    _wait(stopped, 60, "stopped by itself")
+    wait_until(stopped, 60, "stopped by itself")
     assert b.proc.returncode != 0
-    text = _log(b)
+    text = broker_log(b)
     assert "failed" in text and "no log dir left: stopping the broker" in text, text[-3000:]
     b.kill()
     p.purge()                   # what was never acknowledged is not sent to the next start
@@ -67,7 +54,7 @@ def test_failed_log_dir_stops_the_broker_non_zero(fresh_broker, mounts, ledger, 
     # repaired: mounted again, the broker starts and has every acknowledged record
     mounts.remount_fresh(data)
     b.start()
-    counts = ledger.check(_read_all(b.bootstrap, topic))
+    counts = ledger.check(read_all(b.bootstrap, topic))
     assert counts["acked"] >= 200
     assert b.stop() == 0
 
@@ -84,7 +71,7 @@ def _make_read_only(mounts, data) -> None:
             return False
         except OSError as e:
             return e.errno == errno.EROFS
-    _wait(read_only, 10, "read-only")
+    wait_until(read_only, 10, "read-only")
 
 
 def test_unclean_close_makes_sigterm_exit_non_zero(fresh_broker, mounts, tmp_path):
@@ -96,7 +83,7 @@ def test_unclean_close_makes_sigterm_exit_non_zero(fresh_broker, mounts, tmp_pat
     harness.create_topic(b.bootstrap, "closing", 2)
     _make_read_only(mounts, data)
     assert b.stop() != 0
-    assert "did not close cleanly" in _log(b)
+    assert "did not close cleanly" in broker_log(b)
 
 
 def test_two_log_dirs_one_fails_the_other_keeps_serving(fresh_broker, mounts, ledger,
@@ -112,23 +99,23 @@ def test_two_log_dirs_one_fails_the_other_keeps_serving(fresh_broker, mounts, le
 
     def where(d):
         return {int(n.rsplit("-", 1)[1]) for n in os.listdir(d) if n.startswith("spread-")}
-    _wait(lambda: len(where(a) | where(b_dir)) == 4, 30, "all partitions opened")
+    wait_until(lambda: len(where(a) | where(b_dir)) == 4, 30, "all partitions opened")
     in_a, in_b = where(a), where(b_dir)
     assert in_a and in_b and in_a | in_b == {0, 1, 2, 3}, (in_a, in_b)
     p = harness.producer(b.bootstrap, acks="all", **{"enable.idempotence": True,
                                                        "message.timeout.ms": 8000})
-    _produce((p,), ledger, topic, 200, partitions=4)
+    produce_values((p,), ledger, topic, 200, partitions=4)
     harness.flush(p, 60)
     os.sync()
-    _shutdown_fs(b_dir)
+    shutdown_fs(b_dir)
 
     def offline():
-        _produce((p,), ledger, topic, 4, partitions=4)
+        produce_values((p,), ledger, topic, 4, partitions=4)
         p.poll(0.2)
-        return "keep serving" in _log(b)
-    _wait(offline, 30, "the failed dir offline")
+        return "keep serving" in broker_log(b)
+    wait_until(offline, 30, "the failed dir offline")
     before = len(ledger.acked)
-    _produce((p,), ledger, topic, 100, partitions=4)
+    produce_values((p,), ledger, topic, 100, partitions=4)
     p.flush(20)
     new = [where for v, where in ledger.acked.items() if where[1] >= 0][before:]
     assert b.is_alive()
@@ -153,8 +140,7 @@ def test_two_log_dirs_one_fails_the_other_keeps_serving(fresh_broker, mounts, le
     b.start()                                # the dir still failed: the rest serves
     p2 = harness.producer(b.bootstrap, acks="all", **{"message.timeout.ms": 8000})
     for part in sorted(in_a):
-        p2.produce(topic, ledger.next_value() + b"." * 1000, partition=part,
-                   on_delivery=_strip(ledger))
+        p2.produce(topic, ledger.next_value(), partition=part, on_delivery=ledger.on_delivery)
     assert p2.flush(20) == 0
     assert b.stop() != 0
     p.purge()
@@ -162,6 +148,6 @@ def test_two_log_dirs_one_fails_the_other_keeps_serving(fresh_broker, mounts, le
 
     mounts.remount_fresh(b_dir)              # repaired
     b.start()
-    counts = ledger.check(_read_all(b.bootstrap, topic, partitions=4))
+    counts = ledger.check(read_all(b.bootstrap, topic, partitions=4))
     assert counts["acked"] >= 200 + len(in_a)
     assert b.stop() == 0

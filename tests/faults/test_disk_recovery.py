@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.test_disk_full import _log, _produce, _read_all
+from tests.faults.conftest import broker_log, produce_values, read_all
 from tests.integration import broker as harness
 
 pytestmark = pytest.mark.slow
@@ -17,13 +17,13 @@ def test_recovery_on_small_tmpfs_after_kill9(fresh_broker, mounts, ledger, tmp_p
     b = fresh_broker()
     topic = harness.create_topic(b.bootstrap, "crash", 4)
     p = harness.producer(b.bootstrap, acks="all", **{"enable.idempotence": True})
-    _produce((p,), ledger, topic, 400, partitions=4)
+    produce_values((p,), ledger, topic, 400, partitions=4)
     harness.flush(p, 60)
     assert len(ledger.acked) == 400
     b.kill()                                 # kill -9 of the whole broker
     b.start()
-    assert "recovered 0 logs" not in _log(b).split("===== start #2")[1]
-    counts = ledger.check(_read_all(b.bootstrap, topic, partitions=4))
+    assert "recovered 0 logs" not in broker_log(b).split("===== start #2")[1]
+    counts = ledger.check(read_all(b.bootstrap, topic, partitions=4))
     assert counts["acked"] == 400 and counts["read"] == 400
-    assert "SIGBUS" not in _log(b) and "signal 7" not in _log(b)
+    assert "SIGBUS" not in broker_log(b) and "signal 7" not in broker_log(b)
     assert b.stop() == 0
