@@ -4,9 +4,10 @@ File `<dir>/.mpbroker-space-reserve` (`RESERVE_BYTES`, blocks allocated with
 `posix_fallocate`), created by `ensure(dir)` while there is room.  `write(dir, fn)`
 runs `fn` (a small atomic metadata write: tmp + fsync + rename); when it fails with
 ENOSPC/EDQUOT the reserve is removed and `fn` runs once more, now with room for it.
-This is what lets DeleteTopics (a metadata write) go through on a full disk and free
-the space of the deleted logs; the next `ensure` puts the reserve back once there is
-room again.  Owner: whichever process writes the metadata in `dir` (the controller);
+This is what lets DeleteTopics (a metadata write) and a restart (the placement table,
+mpbroker/controller/placement.py) go through on a full disk and free the
+space of the deleted logs; `ensure` puts the reserve back once there is room for it
+twice over.  Owner: whichever process writes the metadata in `dir` (the controller);
 no other process touches the file.
 """
 from __future__ import annotations
@@ -23,13 +24,21 @@ T = TypeVar("T")
 
 
 def ensure(dir_path: str, size: int = RESERVE_BYTES) -> bool:
-    """Create the reserve when it is missing and there is room; True when it exists."""
+    """Create the reserve when it is missing and there is room for it and as much again
+    (right after a release on a full disk there is not: the freed space is for the
+    metadata writes until something frees more); True when it exists."""
     path = os.path.join(dir_path, RESERVE_FILE)
     try:
         if os.path.getsize(path) >= size:
             return True
     except OSError:
         pass
+    try:
+        st = os.statvfs(dir_path)
+        if st.f_bavail * st.f_frsize < 2 * size:
+            return False
+    except OSError:
+        return False
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     except OSError:

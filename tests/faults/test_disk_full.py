@@ -62,3 +62,27 @@ def test_disk_full_loses_nothing_and_recovers(fresh_broker, mounts, ledger, tmp_
     assert counts["acked"] == 400 + 3000 + 200 and counts["failed"] == 0, counts
     assert broker_log(b).count("(logged once)") <= 2 * 2     # per partition (and a retry race)
     assert b.stop() == 0
+
+
+def test_restart_on_a_full_disk(fresh_broker, mounts, ledger, tmp_path):
+    """A stop on a full disk cannot close the partitions cleanly (exit code non-zero);
+    the broker starts again all the same (metadata writes use the space reserve, the
+    logs recover), and serves everything acknowledged once there is room."""
+    data = tmp_path / "broker0" / "data"
+    mounts.tmpfs(data, 32)
+    b = fresh_broker()
+    topic = harness.create_topic(b.bootstrap, "restart", 2)
+    p = harness.producer(b.bootstrap, acks="all", **{"enable.idempotence": True})
+    produce_values((p,), ledger, topic, 200)
+    harness.flush(p, 60)
+    filler = fill(data)
+    assert b.stop() != 0
+    assert "did not close cleanly" in broker_log(b)
+    b.start()
+    filler.unlink()
+    p = harness.producer(b.bootstrap, acks="all", **{"enable.idempotence": True})
+    produce_values((p,), ledger, topic, 20)
+    harness.flush(p, 60)
+    counts = ledger.check(read_all(b.bootstrap, topic))
+    assert counts["acked"] == 220 and counts["failed"] == 0
+    assert b.stop() == 0

@@ -46,3 +46,20 @@ def test_no_half_reserve_when_there_is_no_room(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "posix_fallocate", no_room)
     assert not space_reserve.ensure(str(tmp_path))
     assert not (tmp_path / space_reserve.RESERVE_FILE).exists()
+
+
+def test_the_freed_reserve_is_not_taken_back_while_space_is_short(tmp_path, monkeypatch):
+    """Right after a release on a full disk the freed space is for the metadata writes:
+    the reserve comes back only when there is room for it twice over."""
+    assert space_reserve.ensure(str(tmp_path), 64 * 1024)
+    real = os.statvfs
+
+    class Short:
+        f_bavail, f_frsize = 100, 1024          # 100 KiB free: less than 2 x 64 KiB
+
+    monkeypatch.setattr(os, "statvfs", lambda p: Short)
+    fn, calls = _full_once()
+    space_reserve.write(str(tmp_path), fn)
+    assert not (tmp_path / space_reserve.RESERVE_FILE).exists()
+    monkeypatch.setattr(os, "statvfs", real)
+    assert space_reserve.ensure(str(tmp_path), 64 * 1024)
