@@ -101,6 +101,7 @@ log = logging.getLogger("mpbroker.supervisor")
 
 # Exit codes of children (gunicorn's WORKER_BOOT_ERROR is 3).
 WORKER_BOOT_ERROR = 3
+LOG_DIR_FAILURE_EXIT = 4    # = workers/broker.py's: a worker's log dir failed
 CONTROLLER_BOOT_ERROR = 4
 
 # Cross-worker routing (workers/router.py) and placement (workers/placement.py) are
@@ -358,6 +359,7 @@ RPC_METHODS = frozenset({
     "allocate_producer_id", "ensure_internal_topic", "register_broker",
     "alter_partition", "elect_leaders", "controlled_shutdown",
     "alter_partition_reassignments", "list_partition_reassignments", "controller_request",
+    "log_dir_failed",
 })
 
 
@@ -709,6 +711,9 @@ class ControllerClient:
 
     async def controller_request(self, api_key, version, body):
         return await self._call("controller_request", (api_key, version, body))
+
+    async def log_dir_failed(self, partitions):
+        return await self._call("log_dir_failed", (list(partitions),))
 
     def close(self) -> None:
         self.link.close()
@@ -1286,6 +1291,10 @@ class Supervisor:
             del self.by_worker[child.worker_id]
         if self.stopping:
             return
+        if code == LOG_DIR_FAILURE_EXIT:
+            # no log dir left (workers/broker.py fail_log_dir): Kafka halts the broker
+            raise SupervisorError(1, f"worker {child.worker_id} (pid {child.pid}): its log "
+                                     f"dir failed (see above); stopping")
         now = time.monotonic()
         wid = child.worker_id
         if not child.ready:

@@ -65,8 +65,14 @@ def atomic_write(path: str, data: bytes) -> None:
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-    finally:
+    except OSError:
         os.close(fd)
+        try:
+            os.unlink(tmp)          # a full disk keeps the old file, not a torn tmp
+        except OSError:
+            pass
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 

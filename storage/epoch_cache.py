@@ -19,6 +19,7 @@ import os
 from typing import NamedTuple
 
 from storage.checkpoint import CheckpointError, CheckpointFile
+from storage.errors import DISK_FULL_ERRNOS
 
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -105,6 +106,22 @@ class LeaderEpochCache:
         self._changed()
         return True
 
+    def snapshot(self) -> list[EpochEntry]:
+        """The entries as of now, for `restore` (no copy: changes replace the list)."""
+        return self._entries
+
+    def restore(self, entries: list[EpochEntry]) -> None:
+        """Back to `entries` (an undone append).  In memory at least: when the file
+        cannot be rewritten (a full disk) the entry it holds past the log end is
+        dropped by `truncate_from_end` on the next open."""
+        if entries is self._entries:
+            return
+        self._entries = entries
+        try:
+            self._changed()
+        except OSError:
+            pass
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Remove entries starting at or after `end_offset` (the log was truncated there)."""
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
@@ -119,7 +136,14 @@ class LeaderEpochCache:
         i = bisect.bisect_right([e.start_offset for e in self._entries], start_offset) - 1
         covering = self._entries[i]
         self._entries = [EpochEntry(covering.epoch, start_offset)] + self._entries[i + 1:]
-        self._changed()
+        try:
+            self._changed()
+        except OSError as e:
+            # a full disk must not stop DeleteRecords/retention (they free space): the
+            # file keeps entries below the log start, which the next open truncates
+            # again, and the next change writes them all
+            if e.errno not in DISK_FULL_ERRNOS:
+                raise
 
     def clear(self) -> None:
         self._entries = []

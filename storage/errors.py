@@ -10,6 +10,7 @@ Exceptions raised while parsing bytes that came from a client or a file are alwa
 one of these (never `struct.error`, `IndexError`, `zlib.error`, ...): a worker never
 dies from a client's bytes.
 """
+import errno as _errno
 
 
 class StorageError(Exception):
@@ -134,9 +135,32 @@ class TransactionCoordinatorFencedError(StorageError):
 
 
 class KafkaStorageError(StorageError):
-    """KAFKA_STORAGE_ERROR (56): the disk failed (I/O error on a log dir)."""
+    """KAFKA_STORAGE_ERROR (56): the disk failed (I/O error on a log dir).
+
+    `errno` is the cause's errno (None when unknown).  `disk_full` (ENOSPC, EDQUOT):
+    the directory is healthy, only out of space, and serves again once there is room;
+    any other errno (EIO, EROFS, ...) means the log directory failed (Kafka's
+    LogDirFailureChannel).  `log_consistent` is False when an append could not be
+    rolled back (the partition's files no longer match its state: it goes offline).
+    """
 
     code = 56
+
+    def __init__(self, message="", errno=None, log_consistent=True):
+        super().__init__(message)
+        self.errno = errno
+        self.log_consistent = log_consistent
+
+    @property
+    def disk_full(self) -> bool:
+        return self.errno in DISK_FULL_ERRNOS and self.log_consistent
+
+    @classmethod
+    def from_os_error(cls, what: str, e: OSError) -> "KafkaStorageError":
+        return cls(f"{what}: {e}", e.errno)
+
+
+DISK_FULL_ERRNOS = frozenset({_errno.ENOSPC, _errno.EDQUOT})
 
 
 class LogDirNotFoundError(StorageError):

@@ -38,6 +38,7 @@ whole array when the target is older.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -47,6 +48,7 @@ from array import array
 from storage.errors import InvalidOffsetError, StorageError
 
 WARM_BYTES = 8192
+READ_CHUNK = 64 * 1024       # bytes per pread when counting the entries of a file
 INT32_MAX = 2**31 - 1
 
 
@@ -101,19 +103,37 @@ class _MmapIndex:
             self._mm = mmap.mmap(self._fd, length, access=mmap.ACCESS_READ)
 
     def _count_entries(self, length: int) -> int:
-        """Entries in an existing file: whole entries, minus a zero tail left by a crash."""
-        n = length // self.ENTRY_SIZE
-        if self._mm is None:
-            return 0
-        zero = bytes(self.ENTRY_SIZE)
-        # Jump over a large preallocated zero region in big steps before going entry-wise.
-        step = 4096
-        while n > step and self._mm[(n - step) * self.ENTRY_SIZE:n * self.ENTRY_SIZE].count(0) \
-                == step * self.ENTRY_SIZE:
-            n -= step
-        while n > 0 and self._mm[(n - 1) * self.ENTRY_SIZE:n * self.ENTRY_SIZE] == zero:
-            n -= 1
-        return n
+        """Entries in an existing file: whole entries, minus a zero tail left by a crash.
+
+        Read with pread, only where the file has data (SEEK_DATA/SEEK_HOLE), never
+        through the map: the preallocated tail of an active index is a hole, and
+        reading a hole through a shared map allocates a page for it (on tmpfs that is
+        RAM: 20 MiB per partition, SIGBUS once tmpfs is full)."""
+        n = -(-self._data_end(length) // self.ENTRY_SIZE)
+        n = min(n, length // self.ENTRY_SIZE)
+        chunk = max(1, READ_CHUNK // self.ENTRY_SIZE)
+        while n > 0:
+            lo = max(0, n - chunk)
+            data = os.pread(self._fd, (n - lo) * self.ENTRY_SIZE, lo * self.ENTRY_SIZE)
+            used = len(data.rstrip(b"\0"))
+            if used:
+                return lo + (used - 1) // self.ENTRY_SIZE + 1
+            n = lo
+        return 0
+
+    def _data_end(self, length: int) -> int:
+        """The end of the last data region of the file (holes after it are skipped);
+        the whole length where the file system cannot tell."""
+        end = pos = 0
+        try:
+            while pos < length:
+                start = os.lseek(self._fd, pos, os.SEEK_DATA)
+                pos = os.lseek(self._fd, start, os.SEEK_HOLE)
+                end = min(pos, length)
+        except OSError as e:
+            if e.errno != errno.ENXIO:          # ENXIO: no data after pos
+                return length
+        return end
 
     @property
     def entries(self) -> int:
@@ -167,6 +187,10 @@ class _MmapIndex:
             start, end = n * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
             os.pwrite(self._fd, bytes(end - start), start)
         self._entries = n
+
+    def truncate_to_entries(self, n: int) -> None:
+        """Keep the first `n` entries (an undone append); the dropped slots are zeroed."""
+        self._truncate_to_entries(n)
 
     def _put(self, entry: bytes) -> None:
         """Write the next entry (pwrite, not through the map: see the module docstring)."""

@@ -31,6 +31,16 @@ Follower appends (`assign_offsets=False`) keep the leader's offsets and epochs a
 must not go backwards.  The active segment rolls on `segment.bytes`, `segment.ms`
 (+jitter), a full index, or an offset that does not fit the int32 relative range.
 
+All or nothing: an append that fails at any step after its offsets were assigned
+(the roll, the data, an index entry, the leader-epoch checkpoint, the producer state,
+the txnindex, the flush) is undone, in memory and on disk (`_undo_append`,
+`LogSegment.rollback`: the file cut back to its old end, index slots zeroed), so the
+next append gets the same offsets and no offset is ever in the log twice.  OSErrors
+are raised as KafkaStorageError with their errno (`disk_full` for ENOSPC/EDQUOT); an
+undo that itself fails takes the log offline (`offline`: every later call raises
+KafkaStorageError).  A full disk does not stop DeleteRecords (its checkpoint is left
+to the periodic one).
+
 Reads (`read`) return `FileSlice`s of whole batches, at least one batch when
 `min_one_batch` even past `max_bytes`, and never a batch at or past `max_offset`.
 
@@ -80,8 +90,8 @@ from storage.batch import (CREATE_TIME, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC
 from storage.checkpoint import (CheckpointError, OffsetCheckpoint, PartitionCheckpoints,
                                atomic_write, fsync_dir)
 from storage.epoch_cache import LeaderEpochCache
-from storage.errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
-                            MessageTooLargeError, OffsetOutOfRangeError,
+from storage.errors import (DISK_FULL_ERRNOS, InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
+                            KafkaStorageError, MessageTooLargeError, OffsetOutOfRangeError,
                             RecordBatchTooLargeError, StorageError)
 from storage.index import INT32_MAX, CorruptIndexError
 from storage.producer_state import ProducerStateManager
@@ -137,6 +147,7 @@ class LogConfig:
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3
     message_timestamp_difference_max_ms: int = LONG_MAX
+    preallocate: bool = False       # size a new active segment's file to segment.bytes
 
     @classmethod
     def from_properties(cls, props: dict, base: "LogConfig | None" = None) -> "LogConfig":
@@ -170,6 +181,8 @@ class LogConfig:
                 values[name] = int(raw)
             elif f.type in ("float", float):
                 values[name] = float(raw)
+            elif f.type in ("bool", bool):
+                values[name] = raw if isinstance(raw, bool) else str(raw).lower() == "true"
             else:
                 values[name] = str(raw)
         return cls(**values)
@@ -231,6 +244,7 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = clock()
         self.closed = False
+        self.offline: str | None = None         # why: an append could not be undone
         self.recovered_bytes_truncated = 0      # for tests and metrics
         self.recovered = False                  # the open ran recovery (no clean marker)
         self._txn_rebuild_from: int | None = None  # recovery: rebuild txnindexes from here
@@ -320,7 +334,7 @@ class Log:
         return LogSegment(self.dir, base, capacity=capacity or c.segment_bytes,
                           index_interval_bytes=c.index_interval_bytes,
                           max_index_size=c.segment_index_bytes, created_ms=self.clock(),
-                          active=active, suffix=suffix)
+                          active=active, suffix=suffix, preallocate=c.preallocate)
 
     def _open_segments(self, log_start: int) -> None:
         bases = sorted(b for b in (parse_base_offset(n) for n in os.listdir(self.dir)
@@ -463,6 +477,9 @@ class Log:
     def _check_open(self) -> None:
         if self.closed:
             raise StorageError(f"log {self.dir} is closed")
+        if self.offline is not None:
+            raise KafkaStorageError(f"log {self.dir} is offline: {self.offline}",
+                                    log_consistent=False)
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (clamped to [log start, log end]); returns it."""
@@ -589,20 +606,56 @@ class Log:
         last_offset = next_offset - 1
         if last_offset - first_offset > INT32_MAX:
             raise InvalidRecordError("append spans more than the int32 relative offset range")
-        segment = self._maybe_roll_for(len(mv), max_ts, last_offset, first_offset, now)
-        segment.append(last_offset, max_ts, offset_of_max_ts, mv)
-        self._record_epochs(batches, leader_epoch, first_offset, assign_offsets)
-        if pinfo is not None:
-            for txn in self.producer_state.commit(pinfo, next_offset):
-                segment.txn_index.append(txn)
-        self.producer_state.map_end_offset = next_offset
         assert next_offset > self.next_offset >= self.high_watermark, "offsets went backwards"
-        self.next_offset = next_offset
-        self._unflushed_messages += count
-        if self._unflushed_messages >= self.config.flush_messages:
-            self.flush()
+        undo = [None, self.next_offset, self._unflushed_messages, self.epoch_cache.snapshot(),
+                None if pinfo is None else self.producer_state.save(pinfo)]
+        try:
+            segment = self._maybe_roll_for(len(mv), max_ts, last_offset, first_offset, now)
+            undo[0] = segment.append(last_offset, max_ts, offset_of_max_ts, mv)
+            self._record_epochs(batches, leader_epoch, first_offset, assign_offsets)
+            if pinfo is not None:
+                for txn in self.producer_state.commit(pinfo, next_offset):
+                    segment.txn_index.append(txn)
+            self.producer_state.map_end_offset = next_offset
+            self.next_offset = next_offset
+            self._unflushed_messages += count
+            if self._unflushed_messages >= self.config.flush_messages:
+                self.flush()
+        except (OSError, StorageError) as e:
+            err = self._undo_append(undo, e)
+            if err is e:
+                raise
+            raise err from e
         return AppendInfo(first_offset, last_offset, log_append_time, self.log_start_offset,
                           False, count)
+
+    def _undo_append(self, undo, cause: Exception) -> KafkaStorageError:
+        """An append failed at some step (data, index, time index, epoch checkpoint,
+        producer state, txn index, flush): put the log back exactly as before it, in
+        memory and on disk, so that its offsets were never assigned.  A roll made for
+        it stays (an empty active segment at the log end is a valid log).  Returns the
+        error to raise; when the undo itself fails the log goes offline."""
+        seg_mark, next_offset, self._unflushed_messages, epochs, producers = undo
+        self.next_offset = next_offset
+        self.producer_state.map_end_offset = next_offset
+        if producers is not None:
+            self.producer_state.restore(producers)
+        try:
+            if seg_mark is not None:        # else the roll or the segment undid itself
+                self.active_segment.rollback(seg_mark)
+            self.epoch_cache.restore(epochs)
+        except OSError as e:
+            cause = KafkaStorageError(f"cannot undo a failed append to {self.dir}: {e}",
+                                      e.errno, log_consistent=False)
+        except KafkaStorageError as e:
+            cause = e
+        if isinstance(cause, StorageError):
+            err = cause         # KafkaStorageError, or a refusal (an index entry) undone
+        else:
+            err = KafkaStorageError.from_os_error(f"cannot append to {self.dir}", cause)
+        if not getattr(err, "log_consistent", True):
+            self.offline = str(err)
+        return err
 
     def _duplicate_info(self, dup, record_count: int) -> AppendInfo:
         """The answer to a retried batch: its original offsets and, on a LogAppendTime
@@ -714,8 +767,22 @@ class Log:
         if new_base <= old.base_offset:
             raise InvalidOffsetError(f"roll to {new_base} <= active base {old.base_offset}")
         self.producer_state.take_snapshot(self.next_offset)
-        old.on_become_inactive()
-        seg = self._new_segment(new_base, active=True)
+        mark = old.mark()
+        try:
+            old.on_become_inactive()
+            seg = self._new_segment(new_base, active=True)
+        except (OSError, StorageError):
+            # no room for the new files: drop what was created, the old one goes on
+            # exactly as it was (its final time index entry undone)
+            for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                try:
+                    os.unlink(os.path.join(self.dir, f"{new_base:020d}{suffix}"))
+                except OSError:
+                    pass
+            if not old.active:
+                old.make_active(max(self.config.segment_bytes, old.size))
+            old.rollback(mark)
+            raise
         self._add_segment(seg)
         return seg
 
@@ -737,6 +804,13 @@ class Log:
                                         f" {self.next_offset}] of {self.dir}")
         if offset == self.next_offset or (max_offset is not None and offset >= max_offset):
             return ReadInfo([], offset, offset)
+        try:
+            return self._read(offset, max_bytes, max_offset, min_one_batch)
+        except OSError as e:
+            raise KafkaStorageError.from_os_error(f"cannot read {self.dir}", e) from e
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None,
+              min_one_batch: bool) -> ReadInfo:
         slices: list[FileSlice] = []
         first = None
         remaining = max_bytes
@@ -831,8 +905,19 @@ class Log:
                                         f" is {self.high_watermark}")
         if offset > self.log_start_offset:
             self._set_log_start(offset)
-            self._delete_segments(self._start_breached_count(), self.clock())
-            self.checkpoints.write(log_start_offset=self.log_start_offset)
+            try:
+                self._delete_segments(self._start_breached_count(), self.clock())
+            except OSError as e:        # a roll for it failed: the start moved all the same
+                raise KafkaStorageError.from_os_error(f"deleting records of {self.dir}", e) \
+                    from e
+            try:
+                self.checkpoints.write(log_start_offset=self.log_start_offset)
+            except OSError as e:
+                # a full disk must not stop DeleteRecords (it frees space); the periodic
+                # checkpoint writes it once there is room
+                if e.errno not in DISK_FULL_ERRNOS:
+                    raise KafkaStorageError.from_os_error(
+                        f"checkpointing the log start of {self.dir}", e) from e
         self._check_invariants()
         return self.log_start_offset
 

@@ -314,6 +314,20 @@ class ProducerStateManager:
         self.map_end_offset = max(self.map_end_offset, end_offset)
         return aborted
 
+    def save(self, info: ProducerAppendInfo) -> tuple:
+        """What `commit(info)` changes, for `restore` (an undone append): the entries
+        of the producers it touches and the small transaction maps."""
+        return ({pid: self.producers.get(pid) for pid in info.entries}, dict(self.ongoing_txns),
+                dict(self.unreplicated_txns), self.map_end_offset)
+
+    def restore(self, saved: tuple) -> None:
+        entries, self.ongoing_txns, self.unreplicated_txns, self.map_end_offset = saved
+        for pid, e in entries.items():
+            if e is None:
+                self.producers.pop(pid, None)
+            else:
+                self.producers[pid] = e
+
     def apply_batch(self, batch) -> list[AbortedTxn]:
         """Replay one batch read from the log (recovery): no validation."""
         info = self.prepare_append(validate=False)

@@ -14,8 +14,11 @@ Suffixes during life-cycle changes: `.deleted` (retention, deleted after
 Who writes: only the owning worker, through this class.  Other processes read the
 `.log` file by path with `sendfile`, bounded by the `FileSlice`s the owner handed out.
 
-Active segment: the `.log` file is sized to `capacity` (`ftruncate`, normally
-`segment.bytes`) and mmap'd; an append is one `pwrite` at `size`, into the same
+Active segment: with `preallocate` (Kafka's topic config, `log.preallocate`; default
+false) the `.log` file is sized to `capacity` (`ftruncate`, normally `segment.bytes`)
+when it becomes active, else it grows with the appends (plus the bounded reservation
+below), so its apparent size is about its data; either way it is mmap'd for reading at
+`capacity`; an append is one `pwrite` at `size`, into the same
 page-cache pages the map shows, and reads (header scans, recovery, down-conversion)
 go through the map.  Why not a copy into a writable map: on this project's machines
 (Linux 6.18, ext4) the first write fault in a newly created file's shared map costs
@@ -31,12 +34,14 @@ multi-second stalls.  Bytes past `size` are zeros (or, after a crash, a torn tai
 the file and the indexes are trimmed to their real size, so an inactive segment's
 file length is its size.
 
-Preallocation.  The ftruncate alone leaves the file sparse: every first write to a
-page then allocates disk blocks (in the page fault, or in the pwrite).  So appends
-reserve real blocks ahead of `size` with `posix_fallocate`, as much as the segment
-already holds (at least `PREALLOCATE_MIN_STEP`, at most `PREALLOCATE_STEP`) at a
-time: a partition that got one small append reserves 256 KiB, not the whole segment
-(1 GiB of disk per partition up front otherwise).  Measured (same machine, A/B
+Reservation ahead.  Writing past the end (or into the sparse file `preallocate`
+makes) allocates disk blocks on every first write to a page.  So appends reserve
+real blocks ahead of `size` with `posix_fallocate`, as much as the segment already
+holds (at least `PREALLOCATE_MIN_STEP`, at most `PREALLOCATE_STEP`) at a time: a
+partition that got one small append reserves 256 KiB, not the whole segment (1 GiB of
+disk per partition up front otherwise).  Without `preallocate` this also sets the
+file's length to the reserved end: at most `size` + 16 MiB (and at most twice `size`
+past 256 KiB), cut back at roll and close.  Measured (same machine, A/B
 interleaved): +8% for 16 KiB and 1 MiB appends through the map (823 -> 890, 1183 ->
 1275 MB/s), 2457 -> 2937 MB/s for plain 1 MiB pwrites.  The reserved blocks read as
 zeros, so recovery cuts them like any zero tail, and the trim at roll/close frees
@@ -122,8 +127,10 @@ class LogSegment:
 
     def __init__(self, dir_path: str, base_offset: int, *, capacity: int,
                  index_interval_bytes: int = 4096, max_index_size: int = 10 * 1024 * 1024,
-                 created_ms: int = 0, active: bool = False, suffix: str = ""):
+                 created_ms: int = 0, active: bool = False, suffix: str = "",
+                 preallocate: bool = True):
         self.dir = dir_path
+        self.preallocate = preallocate
         self.base_offset = base_offset
         self.suffix = suffix
         self.capacity = capacity
@@ -143,6 +150,7 @@ class LogSegment:
         self.file_id = (st.st_dev, st.st_ino)    # in every FileSlice (storage/slices.py)
         self._amm = None            # map of the whole capacity (active; written by pwrite)
         self._allocated = 0         # active: file bytes with disk blocks reserved
+        self._written_to = self.size  # end of the bytes pwritten (> size while an append runs)
         self._rmm = None            # read-only map (inactive), of `_rmm_len` bytes
         self._rmm_len = 0
         self.active = False
@@ -182,14 +190,28 @@ class LogSegment:
         return index, time_index
 
     def make_active(self, capacity: int) -> None:
-        """Preallocate to `capacity` (at least `size`) and map writable for appends."""
+        """Accept appends up to `capacity` (at least `size`): with `preallocate` the
+        file is sized to it, else it grows with the appends; mapped for reading."""
         self._drop_read_map()
         self.capacity = max(capacity, self.size)
-        if os.fstat(self.fd).st_size != self.capacity:
+        length = os.fstat(self.fd).st_size
+        if self.preallocate and length != self.capacity:
             os.ftruncate(self.fd, self.capacity)
+            length = self.capacity
         _close_map(self._amm)
-        self._amm = mmap.mmap(self.fd, self.capacity, access=mmap.ACCESS_READ) \
-            if self.capacity else None
+        self._amm = None
+        if self.capacity:
+            if length < self.capacity:
+                # mmap refuses a length past the end of the file, so the file is grown
+                # for the call and cut back: the map stays valid past the end, and only
+                # [0, size) is ever read (no blocks are allocated either way)
+                os.ftruncate(self.fd, self.capacity)
+                try:
+                    self._amm = mmap.mmap(self.fd, self.capacity, access=mmap.ACCESS_READ)
+                finally:
+                    os.ftruncate(self.fd, length)
+            else:
+                self._amm = mmap.mmap(self.fd, self.capacity, access=mmap.ACCESS_READ)
         self._allocated = self.size     # blocks below size hold data; reserve on append
         self.index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
@@ -313,11 +335,15 @@ class LogSegment:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
     def append(self, largest_offset: int, largest_timestamp: int,
-               offset_of_max_timestamp: int, records) -> None:
-        """Copy `records` (whole batches with offsets assigned) to the end of the map."""
+               offset_of_max_timestamp: int, records) -> tuple | None:
+        """Copy `records` (whole batches with offsets assigned) to the end of the file.
+
+        All or nothing: an OSError at any step is undone (`rollback`) and raised as
+        KafkaStorageError.  Returns the `mark` taken before, with which the log undoes
+        the append when one of its own later steps fails."""
         n = len(records)
         if n == 0:
-            return
+            return None
         if not self.active:
             raise StorageError(f"append to inactive segment {self.log_path}")
         if not 0 <= largest_offset - self.base_offset <= INT32_MAX:   # inlined: hot path
@@ -326,29 +352,78 @@ class LogSegment:
         position = self.size
         if position + n > self.capacity:
             raise StorageError(f"segment {self.log_path} full: {position} + {n} > {self.capacity}")
-        if position + n > self._allocated:
-            self._preallocate(position + n)
-        if position == 0:
-            self._rolling_ts = largest_timestamp if self._rolling_ts is None else self._rolling_ts
-        self._pwrite(records, position)
-        self.size = position + n
-        if largest_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = largest_timestamp
-            self.offset_of_max_timestamp = offset_of_max_timestamp
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += n
+        mark = self.mark()
+        try:
+            if position + n > self._allocated:
+                self._preallocate(position + n)
+            if position == 0:
+                self._rolling_ts = largest_timestamp if self._rolling_ts is None \
+                    else self._rolling_ts
+            self._pwrite(records, position)
+            self.size = position + n
+            if largest_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = largest_timestamp
+                self.offset_of_max_timestamp = offset_of_max_timestamp
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.index.append(largest_offset, position)
+                self.time_index.maybe_append(self.max_timestamp_so_far,
+                                             self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += n
+        except (OSError, StorageError) as e:
+            self.rollback(mark)             # raises itself when the undo fails
+            if isinstance(e, OSError):
+                raise KafkaStorageError.from_os_error(f"cannot append to {self.log_path}",
+                                                      e) from e
+            raise                           # an index refused its entry: nothing kept
+        return mark
 
     def _pwrite(self, records, position: int) -> None:
         view = memoryview(records)
+        while view:                     # a regular file writes all unless the disk fails
+            written = os.pwrite(self.fd, view, position)
+            view, position = view[written:], position + written
+            self._written_to = position     # appends only go forward from size
+
+    # -- undoing an append (storage/log.py: an append is all or nothing) ------------
+
+    def mark(self) -> tuple:
+        """The state an append changes; `rollback(mark)` restores it."""
+        return (self.size, self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                self.bytes_since_last_index_entry, self._rolling_ts, self.index._entries,
+                self.time_index._entries, len(self.txn_index.entries))
+
+    def rollback(self, mark: tuple) -> None:
+        """Undo every append since `mark`: in memory, and on disk so that neither a
+        later append nor a recovery after a crash sees the undone bytes.
+
+        Only frees space (ftruncate down and up again: the data past the old end is a
+        hole again; the index slots written are zeroed in pages that were just
+        allocated), so it works on a full disk.  An undo that fails (EIO, EROFS) leaves
+        files that do not match the state: KafkaStorageError with
+        `log_consistent=False` (the log goes offline).
+        """
+        (size, max_ts, max_ts_off, since_index, rolling_ts, n_index, n_time,
+         n_txn) = mark
+        self.size, self.max_timestamp_so_far, self.offset_of_max_timestamp = size, max_ts, \
+            max_ts_off
+        self.bytes_since_last_index_entry, self._rolling_ts = since_index, rolling_ts
         try:
-            while view:                 # a regular file writes all unless the disk fails
-                written = os.pwrite(self.fd, view, position)
-                view, position = view[written:], position + written
+            if self.index.entries > n_index:
+                self.index.truncate_to_entries(n_index)
+            if self.time_index.entries > n_time:
+                self.time_index.truncate_to_entries(n_time)
+            if self.txn_index.entry_count > n_txn:
+                self.txn_index.truncate_to_count(n_txn)
+            if self._written_to > size:
+                os.ftruncate(self.fd, size)
+                if self.preallocate and self.capacity > size:
+                    os.ftruncate(self.fd, self.capacity)
+                self._allocated = min(self._allocated, size)
+            self._written_to = size
         except OSError as e:
-            raise KafkaStorageError(f"cannot write {self.log_path}: {e}") from e
+            raise KafkaStorageError(f"cannot undo a failed append to {self.log_path}: {e}",
+                                    e.errno, log_consistent=False) from e
 
     def _preallocate(self, end: int) -> None:
         """Reserve disk blocks up to at least `end`, a step ahead (see the docstring)."""
@@ -363,8 +438,8 @@ class LogSegment:
                 if e.errno != errno.ENOSPC:
                     self._allocated = self.capacity     # unsupported here: stay sparse
                     return
-        raise KafkaStorageError(f"no space left on the device of {self.log_path}"
-                                f" for {end - self.size} bytes")
+        raise OSError(errno.ENOSPC, f"no space left on the device of {self.log_path}"
+                                    f" for {end - self.size} bytes")
 
     def should_roll(self, *, messages_size: int, max_timestamp_in_messages: int,
                     max_offset_in_messages: int, now_ms: int, segment_bytes: int,
@@ -507,7 +582,7 @@ class LogSegment:
         _close_map(self._amm)
         self._amm = None
         os.ftruncate(self.fd, valid)
-        self.size = valid
+        self.size = self._written_to = valid
         self.active = False
         if was_active:
             self.make_active(self.capacity)

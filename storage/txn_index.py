@@ -131,8 +131,23 @@ class TransactionIndex:
             raise ValueError(f"aborted txn {txn}: first offset after last")
         if self.entries and txn.last_offset <= self.entries[-1].last_offset:
             self.truncate_to(txn.last_offset)
-        os.write(self._open(), txn.encode())
+        fd = self._open()
+        try:
+            os.write(fd, txn.encode())
+        except OSError:
+            os.ftruncate(fd, len(self.entries) * ENTRY_SIZE)   # no torn entry left behind
+            raise
         self.entries.append(txn)
+
+    @property
+    def entry_count(self) -> int:
+        return len(self.entries)
+
+    def truncate_to_count(self, n: int) -> None:
+        """Keep the first `n` entries (an undone append): the file is cut to them."""
+        if n < len(self.entries):
+            del self.entries[n:]
+            os.ftruncate(self._open(), n * ENTRY_SIZE)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker (last offset) is at or after `offset`."""

@@ -16,6 +16,19 @@ A worker owns (ARCHITECTURE §1):
   broker, or one holding another topic id than the metadata's), renamed
   `<topic>-<p>.<uuid>-delete` first.
 
+Log dirs (`log.dirs`, Kafka's LogManager + LogDirFailureChannel): a partition's log is
+in whichever dir holds `<topic>-<p>`, a new one goes to the healthy dir with the fewest
+partitions.  Storage errors come from the partitions (`_on_storage_error`): a full
+disk is logged once and the partition answers KAFKA_STORAGE_ERROR until an append
+succeeds again (a log that could not even be opened is retried by housekeeping); any
+other error fails the dir (`fail_log_dir`): its partitions on this worker are closed
+and answer KAFKA_STORAGE_ERROR (`partition_error`) until a restart finds the dir
+usable; with no dir left the worker stops and exits LOG_DIR_FAILURE_EXIT (4), on which
+the supervisor stops the broker (exit 1).  `shutdown` returns the exit code: non-zero
+when a partition did not close cleanly (a stop's exit code says so).  In cluster mode
+the offline replicas are reported to the controller (`_report_offline` ->
+`log_dir_failed`, mpbroker/controller/zk.py), which moves their leadership away.
+
 Cluster-scoped changes (create/delete topics, partitions, configs, producer id blocks)
 go to the controller through `self.controller`, an object handed in by the process
 that starts the worker (layer 4), so this layer never imports the controller.
@@ -34,7 +47,7 @@ from typing import Callable
 
 from mpbroker import config as configmod
 from mpbroker.metadata.model import ClusterMetadata, uuid_from_str, uuid_to_str
-from storage.errors import KafkaStorageError
+from storage.errors import DISK_FULL_ERRNOS, KafkaStorageError
 from storage.cleaner import CleanerManager, map_entries_for
 from storage.log import PARTITION_METADATA_FILE, Log, LogConfig
 
@@ -48,6 +61,8 @@ from workers.timing_wheel import Timer
 
 log = logging.getLogger(__name__)
 
+LOG_DIR_FAILURE_EXIT = 4    # every log dir failed: the supervisor stops the broker
+UNCLEAN_SHUTDOWN_EXIT = 1   # a stop that left partitions not closed cleanly
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 CLEAN_SLICES = 10           # compaction slices of 5 ms per housekeeping tick (of 1 s)
@@ -66,6 +81,18 @@ def stored_topic_id(path: str) -> bytes | None:
     except (OSError, ValueError):
         pass
     return None
+
+
+def _usable(log_dir: str) -> bool:
+    """A probe of a log dir: a file can be created there (or the disk is only full)."""
+    probe = os.path.join(log_dir, f".mpbroker-probe-{os.getpid()}")
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.close(fd)
+        os.unlink(probe)
+        return True
+    except OSError as e:
+        return e.errno in DISK_FULL_ERRNOS
 
 
 def now_ms() -> int:
@@ -90,7 +117,10 @@ class Broker:
         self.worker_id = worker_id
         self.clock = clock
         self.broker_id = controller.broker_id
-        self.log_dir = config.log_dirs[0]
+        self.log_dirs = [os.path.normpath(d) for d in config.log_dirs]
+        self.log_dir = self.log_dirs[0]       # also holds the metadata (controller)
+        self.offline_dirs: dict[str, str] = {}             # failed log dir -> why
+        self.offline_partitions: dict[tuple[str, int], str] = {}   # -> its failed dir
         self.metadata: ClusterMetadata | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.timer = Timer(tick_ms=1, wheel_size=20, clock=timer_clock)
@@ -125,6 +155,11 @@ class Broker:
         self.followers: dict[tuple[str, int], Partition] = {}
         self.replication = ReplicaManager(self)
         self._strays_checked = None    # the placement revision of the last stray scan
+        self.log_dir_failed: str | None = None  # why, once the log dir failed
+        self.exit_code = 0             # the worker's exit code (see shutdown)
+        self._reopen_pending = False   # a log could not be opened for want of space
+        self._offline_reported: set = set()   # offline replicas the controller knows
+        self.request_stop: Callable[[], None] | None = None  # workers/server.py sets it
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -153,14 +188,23 @@ class Broker:
         if self.transactions:
             self.transactions.shutdown()
         self.replication.shutdown()
+        failed = []
         for p in list(self.partitions.values()) + list(self.followers.values()):
             try:
                 p.log.flush()
                 p.close()
-            except Exception:
-                log.exception("closing %s-%d", p.topic, p.index)
+            except Exception as e:
+                failed.append(f"{p.topic}-{p.index}")
+                log.error("closing %s-%d failed (it recovers on the next start): %s",
+                          p.topic, p.index, e)
         self.partitions.clear()
         self.followers.clear()
+        failed += [f"{t}-{i} (offline)" for t, i in self.offline_partitions]
+        if failed:
+            log.error("%d partitions did not close cleanly (%s%s)", len(failed),
+                      ", ".join(failed[:10]), ", ..." if len(failed) > 10 else "")
+            self.exit_code = self.exit_code or UNCLEAN_SHUTDOWN_EXIT
+        return self.exit_code
 
     async def _housekeeping(self) -> None:
         """The periodic work of the owned logs, on the worker's loop (KafkaScheduler's
@@ -179,6 +223,8 @@ class Broker:
             due = {k for k, ms in every.items() if ms > 0 and now - last[k] >= ms}
             for k in due:
                 last[k] = now
+            self.retry_opens()
+            self._report_offline()          # again, if the controller could not be told
             for p in list(self.partitions.values()) + list(self.followers.values()):
                 if p.closed:
                     continue
@@ -195,7 +241,22 @@ class Broker:
             except Exception:
                 log.exception("ISR check")
 
+    def retry_opens(self) -> None:
+        """Open again the logs that could not be opened for want of space (a full
+        disk is not a failed dir: the broker serves them once there is room)."""
+        if self._reopen_pending and self.metadata is not None:
+            self._reopen_pending = False      # set again when there is still no room
+            self._reconcile(self.metadata)
+
     def _housekeep_partition(self, p: Partition, now: int, due: set) -> None:
+        try:
+            self._housekeep_log(p, now, due)
+        except (OSError, KafkaStorageError) as e:
+            err = e if isinstance(e, KafkaStorageError) else \
+                KafkaStorageError.from_os_error(f"housekeeping of {p.log.dir}", e)
+            self._on_storage_error(p, err)
+
+    def _housekeep_log(self, p: Partition, now: int, due: set) -> None:
         lg = p.log
         lg.maybe_flush(now)
         lg.maybe_roll(now)
@@ -327,14 +388,20 @@ class Broker:
                     if settings is None:
                         settings = (self.log_config(topic.configs), self._min_isr(topic.configs))
                     self._apply_partition(topic, index, state, settings, now)
-                except (OSError, KafkaStorageError):
-                    # The log dir failed (Kafka marks it offline and, with no log dir
-                    # left, halts the broker): this worker stops; the supervisor
-                    # respawns it and stops a crash loop.
-                    raise
+                except (OSError, KafkaStorageError) as e:
+                    # Its log dir failed (now offline, see fail_log_dir), or it is full:
+                    # the partition stays closed (KAFKA_STORAGE_ERROR), a full one is
+                    # retried with the next push.
+                    if key not in self.offline_partitions:
+                        log.warning("opening %s-%d: %s (retried)", topic.name, index, e)
+                        self._reopen_pending = True
+                    if self.log_dir_failed is not None:
+                        return
                 except Exception:
                     log.exception("applying metadata epoch %d to %s-%d", md.epoch, topic.name, index)
         cluster = bool(self.config.get("zookeeper.connect"))
+        for key in [k for k in self.offline_partitions if k not in live]:
+            del self.offline_partitions[key]        # deleted or moved away meanwhile
         for key, p in list(self.partitions.items()) + list(self.followers.items()):
             if key not in live:
                 t = md.topics.get(key[0])
@@ -344,6 +411,7 @@ class Broker:
                     self._remove_hosted(p, delete=gone and key not in stopped)
                 except Exception:
                     log.exception("closing %s-%d", *key)
+        self._report_offline()
         if cluster and self._strays_checked != self.placement.revision:
             self._strays_checked = self.placement.revision
             self._delete_strays(live | stopped)
@@ -357,6 +425,8 @@ class Broker:
 
     def _apply_partition(self, topic, index: int, state, settings, now: int) -> None:
         key = (topic.name, index)
+        if key in self.offline_partitions:
+            return                  # in a failed log dir: offline until a restart
         p = self.partitions.get(key) or self.followers.get(key)
         if p is not None and p.topic_id != topic.topic_id:
             self._remove_hosted(p, delete=True)
@@ -378,8 +448,13 @@ class Broker:
         `hosted`: every partition it leads or replicates that this worker owns), left by
         a topic deleted, or being deleted, while this broker was down (Kafka deletes
         such stray logs); and `-delete` directories a crash left behind."""
+        for d in self.log_dirs:
+            if d not in self.offline_dirs:
+                self._delete_strays_in(d, hosted)
+
+    def _delete_strays_in(self, log_dir: str, hosted: set) -> None:
         try:
-            names = os.listdir(self.log_dir)
+            names = os.listdir(log_dir)
         except OSError:
             return
         for name in names:
@@ -387,7 +462,7 @@ class Broker:
             if m is None:
                 continue
             key = (m.group(1), int(m.group(2)))
-            path = os.path.join(self.log_dir, name)
+            path = os.path.join(log_dir, name)
             if not self.owns(*key) or not os.path.isdir(path):
                 continue
             if not m.group(3):
@@ -489,13 +564,49 @@ class Broker:
         effective = configmod.effective_topic_config(self.config, topic_configs)
         return LogConfig.from_properties(
             {k: ",".join(v) if isinstance(v, list) else v for k, v in effective.items()
-             if v is not None and not isinstance(v, bool)})
+             if v is not None and (not isinstance(v, bool) or k == "preallocate")})
 
     def partition_dir(self, topic: str, index: int) -> str:
-        return os.path.join(self.log_dir, f"{topic}-{index}")
+        """Where the log of (topic, index) is: the log dir that holds it, else (a new
+        one) the healthy log dir with the fewest partitions, as Kafka places them.
+        KafkaStorageError when a log dir cannot tell whether it holds it (a failed
+        dir may: the partition is offline rather than started empty elsewhere)."""
+        name = f"{topic}-{index}"
+        unknown = None
+        for d in self.log_dirs:
+            try:
+                os.stat(os.path.join(d, name))
+                return os.path.join(d, name)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                unknown = (d, e)
+        if unknown is not None:
+            self.offline_partitions[(topic, index)] = unknown[0]
+            raise KafkaStorageError(f"{name}: log dir {unknown[0]} failed: {unknown[1]}")
+        healthy = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
+        return os.path.join(min(healthy, key=self._partitions_in), name)
+
+    @staticmethod
+    def _partitions_in(log_dir: str) -> int:
+        try:
+            return sum(1 for n in os.listdir(log_dir)
+                       if (m := PARTITION_DIR.match(n)) is not None and not m.group(3))
+        except OSError:
+            return 1 << 62
 
     def _open_partition(self, topic, index: int, state) -> Partition:
         path = self.partition_dir(topic.name, index)
+        try:
+            return self._open_log(topic, index, state, path)
+        except (OSError, KafkaStorageError) as e:
+            if not (isinstance(e, KafkaStorageError) and e.disk_full
+                    or getattr(e, "errno", None) in DISK_FULL_ERRNOS):
+                self.offline_partitions[(topic.name, index)] = os.path.dirname(path)
+                self.fail_log_dir(os.path.dirname(path), e)
+            raise
+
+    def _open_log(self, topic, index: int, state, path: str) -> Partition:
         stored = stored_topic_id(path)
         if stored is not None and topic.topic_id is not None and stored != topic.topic_id:
             # a log of an earlier topic of that name (deleted while this broker was down)
@@ -506,7 +617,91 @@ class Broker:
                       topic_id=topic.topic_id)
         p = Partition(topic.name, index, topic.topic_id, lg, leader_epoch=state.leader_epoch,
                       leader_id=state.leader, replicated=len(state.replicas) > 1)
+        p.on_storage_error = self._on_storage_error
         return p
+
+    # ---------------------------------------------------------------- storage errors
+    def _on_storage_error(self, p: Partition, e: KafkaStorageError | None) -> None:
+        """A partition's log failed (Kafka's LogDirFailureChannel).  A full disk is not
+        a failed dir: the append was undone, the partition answers KAFKA_STORAGE_ERROR
+        and serves again by itself once there is room (logged once each way).  Any
+        other error (EIO, EROFS, an append that could not be undone) fails the log
+        dir."""
+        if e is None:
+            log.warning("%s-%d: appends succeed again (there is room on the disk)",
+                        p.topic, p.index)
+        elif e.disk_full:
+            if not p.disk_full:
+                p.disk_full = True
+                log.warning("%s-%d: no room on the disk, appends answer KAFKA_STORAGE_ERROR "
+                            "until there is (logged once): %s", p.topic, p.index, e)
+        else:
+            self.fail_log_dir(os.path.dirname(p.log.dir), e)
+
+    def _report_offline(self) -> None:
+        """Cluster mode: tell the controller which replicas are in failed log dirs, so
+        that their leadership moves to another replica (ZkController.log_dir_failed)."""
+        if not self.config.get("zookeeper.connect"):
+            return
+        new = set(self.offline_partitions) - self._offline_reported
+        if not new:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._offline_reported |= new
+        keys = sorted(new)
+
+        async def report():
+            try:
+                await self.controller.log_dir_failed(keys)
+            except Exception as e:
+                self._offline_reported -= set(keys)     # the next change reports them
+                log.warning("telling the controller about %d offline replicas: %s",
+                            len(keys), e)
+        self._background.append(loop.create_task(report()))
+
+    def fail_log_dir(self, path: str, cause: BaseException) -> None:
+        """The log dir `path` failed (Kafka's LogDirFailureChannel): it goes offline,
+        its partitions are closed and answer KAFKA_STORAGE_ERROR (`partition_error`)
+        until a restart finds the dir usable again; the other log dirs keep serving.
+        With no log dir left Kafka halts the broker: the worker stops (clean shutdown
+        of what still closes) and exits LOG_DIR_FAILURE_EXIT, on which the supervisor
+        stops the broker with a non-zero exit code instead of respawning the worker."""
+        path = os.path.normpath(path)
+        if path not in self.log_dirs:
+            path = self.log_dir
+        if path in self.offline_dirs:
+            return
+        self.offline_dirs[path] = str(cause)
+        closed = 0
+        for key, p in list(self.partitions.items()) + list(self.followers.items()):
+            if os.path.dirname(p.log.dir) == path:
+                self.partitions.pop(key, None)
+                self.followers.pop(key, None)
+                self.offline_partitions[key] = path
+                p.closed = True
+                try:
+                    p.log.close(clean=False)
+                except Exception:
+                    pass
+                self._cleaners.forget(key)
+                self.fetch_purgatory.check_and_complete(key)
+                self.produce_purgatory.check_and_complete(key)
+                closed += 1
+        left = [d for d in self.log_dirs if d not in self.offline_dirs and _usable(d)]
+        self._report_offline()
+        if left:
+            log.error("log dir %s failed: %s; its %d partitions on this worker are offline "
+                      "(KAFKA_STORAGE_ERROR), log dirs %s keep serving", path, cause, closed,
+                      ", ".join(left))
+            return
+        self.log_dir_failed = f"{path}: {cause}"
+        log.error("log dir %s failed: %s; no log dir left: stopping the broker", path, cause)
+        self.exit_code = LOG_DIR_FAILURE_EXIT
+        if self.request_stop is not None:
+            self.request_stop()
 
     def _drop_partition(self, p: Partition, delete: bool) -> None:
         self._cleaners.forget(p.key)
@@ -545,4 +740,6 @@ class Broker:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if t.partitions[index].leader != self.broker_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if (topic, index) in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NOT_LEADER_OR_FOLLOWER

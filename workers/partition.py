@@ -29,6 +29,12 @@ DelayedFetches count `bytes_appended`.  A follower partition (`is_leader` False)
 only written by the replica fetcher (`append_as_follower`, `truncate` through the log,
 `update_follower_high_watermark`).
 
+Storage errors (KAFKA_STORAGE_ERROR from the log: every failed append was undone, see
+storage/log.py) go to `on_storage_error(partition, error)`: a full disk (`disk_full`)
+is logged once and the partition keeps answering KAFKA_STORAGE_ERROR until an append
+succeeds again (then `on_storage_error(partition, None)`); anything else is a log-dir
+failure.
+
 Transactions: `last_stable_offset` is the log's LSO (min(first open transaction's first
 offset, high watermark)); read_committed reads (`isolation_level=1`) stop there and
 `aborted_transactions(start, upper)` lists what they must drop.  `write_txn_marker`
@@ -71,6 +77,10 @@ class Partition:
         self.min_isr = 1
         self.on_isr_change = None   # callable(partition, new_isr): sends alter_partition
         self.on_hw_change = None    # callable(partition): wakes the purgatories
+        # callable(partition, KafkaStorageError): the worker logs a full disk once and
+        # treats any other storage error as a log-dir failure (workers/broker.py)
+        self.on_storage_error = None
+        self.disk_full = False      # the last append failed for want of space
         self.bytes_committed = 0    # bytes_appended as of the last high watermark move
         self.bytes_appended = 0
         self.messages_in = 0
@@ -118,15 +128,34 @@ class Partition:
         try:
             info = self.log.append_control(producer_id, producer_epoch, commit,
                                            coordinator_epoch, self.leader_epoch)
+        except serr.KafkaStorageError as e:
+            self._storage_error(e)
+            return e.code
         except serr.StorageError as e:
             return e.code
+        self._appended()
         if not info.duplicate:
             self.bytes_appended += CONTROL_BATCH_SIZE     # read_uncommitted waiters see it
         self._maybe_increment_high_watermark()
         return 0
 
+    def _storage_error(self, e: serr.KafkaStorageError) -> None:
+        if self.on_storage_error is not None:
+            self.on_storage_error(self, e)
+
+    def _appended(self) -> None:
+        if self.disk_full:
+            self.disk_full = False
+            if self.on_storage_error is not None:
+                self.on_storage_error(self, None)       # serving again: logged
+
     def append(self, records: memoryview):
-        info = self.log.append(records, self.leader_epoch)
+        try:
+            info = self.log.append(records, self.leader_epoch)
+        except serr.KafkaStorageError as e:
+            self._storage_error(e)
+            raise
+        self._appended()
         if not info.duplicate:
             self.bytes_appended += len(records)
             self.bytes_in += len(records)
@@ -154,7 +183,12 @@ class Partition:
     def read(self, offset: int, max_bytes: int, isolation_level: int = 0,
              min_one_batch: bool = True):
         upper = self.high_watermark if isolation_level == 0 else self.last_stable_offset
-        return self.log.read(offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+        try:
+            return self.log.read(offset, max_bytes, max_offset=upper,
+                                 min_one_batch=min_one_batch)
+        except serr.KafkaStorageError as e:
+            self._storage_error(e)
+            raise
 
     def epoch_for_offset(self, offset: int) -> int:
         return self.log.epoch_cache.epoch_for_offset(offset)
@@ -268,7 +302,12 @@ class Partition:
 
     def read_for_follower(self, offset: int, max_bytes: int, min_one_batch: bool = True):
         """A follower reads up to the log end offset, not the high watermark."""
-        return self.log.read(offset, max_bytes, max_offset=None, min_one_batch=min_one_batch)
+        try:
+            return self.log.read(offset, max_bytes, max_offset=None,
+                                 min_one_batch=min_one_batch)
+        except serr.KafkaStorageError as e:
+            self._storage_error(e)
+            raise
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int):
         """Fetch v12+ (KIP-595 style) divergence check for a follower: (epoch, end
@@ -351,7 +390,12 @@ class Partition:
     # -- follower side
     def append_as_follower(self, records):
         """Append batches copied from the leader (their offsets and epochs kept)."""
-        info = self.log.append(records, -1, assign_offsets=False)
+        try:
+            info = self.log.append(records, -1, assign_offsets=False)
+        except serr.KafkaStorageError as e:
+            self._storage_error(e)
+            raise
+        self._appended()
         if info.first_offset >= 0:
             self.bytes_appended += len(records)
             self.bytes_in += len(records)

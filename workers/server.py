@@ -228,6 +228,9 @@ async def run(broker, listen_sock: socket.socket, max_request_bytes: int,
     broker.start(loop)
     server = WorkerServer(broker, listen_sock, max_request_bytes,
                           connection_table=connection_table, worker_id=worker_id)
+    broker.request_stop = server.request_stop      # a failed log dir stops the worker
+    if broker.log_dir_failed:                      # while start() opened the logs
+        server.request_stop()
     fast = {"stop": False}
 
     def on_term():
@@ -243,5 +246,4 @@ async def run(broker, listen_sock: socket.socket, max_request_bytes: int,
         on_ready()
     await server.serve()
     await server.drain(0.5 if fast["stop"] else grace_s)
-    broker.shutdown()
-    return 0
+    return broker.shutdown() or 0       # non-zero: partitions did not close cleanly

@@ -50,6 +50,7 @@ import os
 import time
 
 from mpbroker.controller import balance as B
+from storage import space_reserve
 from workers.placement import IN_TRANSIT, PlacementTable, parse_config
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,11 @@ def load_table(path: str) -> PlacementTable | None:
 
 
 def save_table(path: str, table: PlacementTable) -> None:
+    # on a full disk the space reserve of the metadata dir makes room (storage/space_reserve.py)
+    space_reserve.write(os.path.dirname(path), lambda: _write_table(path, table))
+
+
+def _write_table(path: str, table: PlacementTable) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

@@ -149,6 +149,9 @@ class ZkController(EmbeddedController):
         self.controller_epoch = 0
         self.epoch_zk_version = -1
         self.shutting_down: Set[int] = set()
+        # replicas in failed log dirs, per partition (Z.OFFLINE_REPLICAS); ours as told
+        self.offline: Dict[Tuple[str, int], Set[int]] = {}
+        self._offline_mine: Set[Tuple[str, int]] = set()
         self.broker_epoch = -1
         self.seen_controller_epoch = 0      # the newest /controller_epoch this broker knows
         self._outbox: Dict[int, dict] = {}  # broker id -> {"changed", "lai", "stop"}
@@ -309,6 +312,8 @@ class ZkController(EmbeddedController):
                 await asyncio.sleep(0.5)
         _, stat = await self._z(self.zk.get_async, path)
         self.broker_epoch = stat.czxid
+        if self._offline_mine:          # a new session lost the ephemeral list
+            await self._publish_offline()
         log.info("registered broker %d at %s:%d (broker epoch %d)", self.broker_id,
                  *self.advertised, self.broker_epoch)
 
@@ -349,6 +354,7 @@ class ZkController(EmbeddedController):
         await self._load_controller()
         await self._load_deletions()
         await self._load_topics(all_topics=True)
+        await self._load_offline()
 
     async def _refresh(self, path: str) -> None:
         if path == Z.BROKER_IDS:
@@ -362,6 +368,8 @@ class ZkController(EmbeddedController):
             self._admin_dirty = True
         elif path in (Z.PREFERRED_ELECTION, Z.ISR_CHANGES, Z.REASSIGN):
             self._admin_dirty = True
+        elif path == Z.OFFLINE_REPLICAS or path.startswith(Z.OFFLINE_REPLICAS + "/"):
+            await self._load_offline()
         else:
             tp = Z.parse_state_path(path)
             if tp is not None:
@@ -406,6 +414,52 @@ class ZkController(EmbeddedController):
             log.warning("our registration %s is gone: registering again", Z.broker_path(self.broker_id))
             self._need_full = True
             self._wake.set()
+
+    async def _load_offline(self) -> None:
+        """Every broker's replicas in failed log dirs (watched): elections leave them out."""
+        try:
+            ids = await self._z(self.zk.get_children_async, Z.OFFLINE_REPLICAS, self._watch)
+        except NoNodeError:
+            if await self._z(self.zk.exists_async, Z.OFFLINE_REPLICAS, self._watch) is not None:
+                self._mark(Z.OFFLINE_REPLICAS)      # created meanwhile
+            ids = []
+        offline: Dict[Tuple[str, int], Set[int]] = {}
+        for s in ids:
+            try:
+                data, _ = await self._z(self.zk.get_async, f"{Z.OFFLINE_REPLICAS}/{s}",
+                                        self._watch)
+                for key in Z.parse_partitions(data, f"{Z.OFFLINE_REPLICAS}/{s}"):
+                    offline.setdefault(key, set()).add(int(s))
+            except NoNodeError:
+                continue
+            except (ValueError, Z.ZkDataError) as e:
+                log.warning("ignoring %s/%s: %s", Z.OFFLINE_REPLICAS, s, e)
+        if offline != self.offline:
+            log.info("replicas in failed log dirs: %s", {f"{t}-{p}": sorted(b) for (t, p), b
+                                                          in sorted(offline.items())})
+        self.offline = offline
+
+    async def _publish_offline(self) -> None:
+        data = Z.partitions_json(sorted(self._offline_mine))
+        path = Z.offline_replicas_path(self.broker_id)
+        try:
+            await self._z(self.zk.set_async, path, data)
+        except NoNodeError:
+            try:
+                await self._z(self.zk.create_async, path, data, ephemeral=True, makepath=True)
+            except NodeExistsError:         # another worker's report made it meanwhile
+                await self._z(self.zk.set_async, path, data)
+
+    async def log_dir_failed(self, partitions) -> None:
+        """A worker of this broker lost a log dir: publish our replicas there, so that
+        the active controller moves their leadership away and keeps them out of the
+        ISR (what Kafka's /log_dir_event_notification leads to)."""
+        new = {(str(t), int(p)) for t, p in partitions} - self._offline_mine
+        if new:
+            self._offline_mine |= new
+            log.warning("broker %d: %d replicas in failed log dirs, leadership moves away: %s",
+                        self.broker_id, len(new), sorted(new)[:10])
+            await self._publish_offline()
 
     async def _load_controller(self) -> None:
         stat = await self._z(self.zk.exists_async, Z.CONTROLLER, self._watch)
@@ -520,7 +574,9 @@ class ZkController(EmbeddedController):
                     continue      # not initialized by the controller yet: not visible
                 # this broker is offline only where it was told to stop replicating
                 stopped = (name, p) in self._stopped and st.leader != me
-                offline = tuple(r for r in ar if (r != me and r not in brokers) or (r == me and stopped))
+                gone = self.offline.get((name, p), ())
+                offline = tuple(r for r in ar if (r != me and (r not in brokers or r in gone))
+                                or (r == me and stopped))
                 parts[p] = model.PartitionState(p, st.leader, st.leader_epoch, ar, st.isr,
                                                 offline, st.zk_version)
             if parts:
@@ -703,8 +759,9 @@ class ZkController(EmbeddedController):
                     if st is None:
                         await self._init_partition(name, p, ar, live)
                         continue
-                    choice = elections.plan(ar, st.leader, st.isr, live, self.shutting_down,
-                                            self._unclean(name))
+                    gone = self.offline.get((name, p))
+                    choice = elections.plan(ar, st.leader, st.isr, live - gone if gone else live,
+                                            self.shutting_down, self._unclean(name))
                     if choice is not None:
                         await self._write_state(name, p, choice[0], choice[1], st)
             await self._progress_reassignments()
@@ -925,8 +982,9 @@ class ZkController(EmbeddedController):
                           adding_replicas=list((ta.adding or {}).get(p, ())),
                           removing_replicas=list((ta.removing or {}).get(p, ())))
             else:
+                gone = self.offline.get((t, p), ())
                 ps.update(zk_version=st.zk_version,
-                          offline_replicas=[r for r in ar if r not in self.brokers])
+                          offline_replicas=[r for r in ar if r not in self.brokers or r in gone])
             by_topic.setdefault(t, []).append(ps)
         return [{"topic_name": t, "topic_id": self.topics[t].topic_id, "partition_states": ps}
                 for t, ps in by_topic.items()]

@@ -54,6 +54,10 @@ DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_ELECTION = "/admin/preferred_replica_election"
 REASSIGN = "/admin/reassign_partitions"
 ISR_CHANGES = "/isr_change_notification"
+# mpbroker's: /mpbroker/offline_replicas/<broker id> (ephemeral) lists, in partitions_json
+# form, that broker's replicas in failed log dirs (Kafka's controller learns them after a
+# /log_dir_event_notification from LeaderAndIsr answers; here the broker says which)
+OFFLINE_REPLICAS = "/mpbroker/offline_replicas"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Kafka's KafkaZkClient.createTopLevelPaths
@@ -271,8 +275,13 @@ def config_change_json(entity_path: str) -> bytes:
     return _dumps({"version": 2, "entity_path": entity_path})
 
 
+def offline_replicas_path(broker_id: int) -> str:
+    return f"{OFFLINE_REPLICAS}/{broker_id}"
+
+
 def partitions_json(partitions: Sequence[Tuple[str, int]]) -> bytes:
-    """/admin/preferred_replica_election and /isr_change_notification/isr_change_*."""
+    """/admin/preferred_replica_election, /isr_change_notification/isr_change_* and
+    /mpbroker/offline_replicas/<id>."""
     return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
 
 

@@ -30,12 +30,14 @@ with a configured broker.id; a dir without the file gets one.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from mpbroker.config import parse_properties
 from mpbroker.metadata.model import ClusterMetadata, from_dict, to_dict
+from storage import space_reserve
 
 __all__ = [
     "METADATA_DIR", "METADATA_FILE", "META_PROPERTIES", "MetadataStore", "MetadataStoreError",
@@ -109,7 +111,8 @@ class MetadataStore:
         if self._epoch is not None and md.epoch < self._epoch:
             raise MetadataStoreError(f"Refusing to replace metadata epoch {self._epoch} with older epoch {md.epoch}")
         data = json.dumps(to_dict(md), separators=(",", ":"), sort_keys=True).encode("utf-8")
-        atomic_write(self.path, data)
+        # a full disk: the space reserve makes room (DeleteTopics must free space)
+        space_reserve.write(self.dir, lambda: atomic_write(self.path, data))
         self._epoch = md.epoch
 
 
@@ -150,10 +153,20 @@ def ensure_meta_properties(log_dirs: Sequence[str], configured_broker_id: int, c
     above ``reserved_broker_max_id`` when none is configured or stored, and a
     cluster id when none exists anywhere."""
     stored: List[Tuple[str, Dict[str, str]]] = []
+    online = []
     for d in log_dirs:
-        props = read_meta_properties(d)
+        try:
+            props = read_meta_properties(d)
+        except OSError as e:
+            # a failed log dir is offline (Kafka's startup does the same); the broker
+            # starts on the others, and stops when none is left
+            logging.getLogger(__name__).error("log dir %s is offline: %s", d, e)
+            continue
+        online.append(d)
         if props is not None:
             stored.append((d, props))
+    if not online:
+        raise MetadataStoreError(f"no usable log dir among {', '.join(log_dirs)}")
     broker_ids = {int(p["broker.id"]) for _, p in stored}
     if len(broker_ids) > 1:
         raise InconsistentBrokerIdError(
@@ -190,7 +203,7 @@ def ensure_meta_properties(log_dirs: Sequence[str], configured_broker_id: int, c
             stored_cluster = generate_cluster_id()
         cluster_id = stored_cluster
 
-    for d in log_dirs:
+    for d in online:
         props = read_meta_properties(d)
         if props is None or props.get("cluster.id") != cluster_id or int(props["broker.id"]) != broker_id:
             write_meta_properties(d, broker_id, cluster_id)

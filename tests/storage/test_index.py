@@ -141,3 +141,42 @@ def test_fast_full_check(tmp_path):
     os.pwrite(ti._fd, struct.pack(">qi", 5, 10), 12 * 10)
     with pytest.raises(CorruptIndexError):
         ti.check_monotonic_fast()
+
+
+def test_counting_entries_reads_only_the_data_not_the_sparse_tail(tmp_path, monkeypatch):
+    """A crash leaves the active index at its preallocated (sparse) size: the entries
+    are counted with pread over the file's data regions only, never through the map.
+    Reading a hole through a shared map allocates it: on tmpfs (/dev/shm here) that is
+    RAM, 10 MiB per index, which the file's block count shows."""
+    import os as _os
+    import shutil
+    import tempfile
+
+    assert _os.path.isdir("/dev/shm"), "needs /dev/shm (tmpfs)"
+    shm = tempfile.mkdtemp(dir="/dev/shm")
+    try:
+        path = _os.path.join(shm, "00000000000000000000.index")
+        idx = OffsetIndex(path, 0, 10 * 1024 * 1024)
+        for i in range(1, 1001):
+            idx.append(i * 10, i * 4096)
+        idx.close(trim=False)                  # as a crash leaves it: 10 MiB, mostly hole
+        assert _os.path.getsize(path) == 10 * 1024 * 1024
+        blocks = _os.stat(path).st_blocks
+        read = []
+        real = _os.pread
+        monkeypatch.setattr(_os, "pread", lambda fd, n, off: read.append(n) or real(fd, n, off))
+        again = OffsetIndex(path, 0, 10 * 1024 * 1024)
+        assert again.entries == 1000 and again.entry(999) == (10000, 1000 * 4096)
+        assert _os.stat(path).st_blocks == blocks, "holes of the index were allocated"
+        assert sum(read) <= 64 * 1024 + 8000, f"read {sum(read)} bytes to count 1000 entries"
+        again.close(trim=False)
+        # a zeroed tail inside the data (entries truncated away) is not counted either
+        tpath = _os.path.join(shm, "00000000000000000000.timeindex")
+        t = TimeIndex(tpath, 0, 1024 * 1024)
+        for i in range(1, 11):
+            t.maybe_append(1000 + i, i)
+        t.truncate_to(6)
+        t.close(trim=False)
+        assert TimeIndex(tpath, 0, 1024 * 1024).entries == 5
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)

@@ -419,3 +419,29 @@ def test_wrong_magic_is_refused_with_a_typed_error(tmp_path, clock):
             log.append(raw, 0)
         assert ei.value.code == 87 and "magic" in str(ei.value)
     assert log.log_end_offset == 0 and log.size_bytes == 0
+
+
+@pytest.mark.parametrize("preallocate", [False, True])
+def test_preallocate_sizes_the_active_file_only_when_asked(tmp_path, clock, preallocate):
+    """Kafka's `preallocate` (default false): without it the active .log's apparent size
+    is its data plus the bounded reservation ahead, never segment.bytes."""
+    cfg = LogConfig.from_properties({"preallocate": str(preallocate).lower(),
+                                     "segment.bytes": 64 * 1024 * 1024})
+    assert cfg.preallocate is preallocate
+    log = Log.open(str(tmp_path / "topic-0"), cfg, clock)
+    for _ in range(20):
+        log.append(batch(3))
+    seg = log.active_segment
+    apparent = os.path.getsize(seg.log_path)
+    if preallocate:
+        assert apparent == 64 * 1024 * 1024
+    else:
+        assert seg.size <= apparent <= seg.size + 256 * 1024
+    for s in log.segments:              # a crash: recovery cuts the tail either way
+        s.close_unclean()
+    log.closed = True
+    again = Log.open(log.dir, cfg, clock)
+    assert [r[0] for r in all_records(again)] == list(range(60))
+    again.append(batch(1))
+    again.close()
+    assert os.path.getsize(again.active_segment.log_path) == again.active_segment.size

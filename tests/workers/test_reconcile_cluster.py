@@ -115,18 +115,22 @@ def test_one_partition_failing_does_not_leave_the_others_unapplied(tmp_path):
 
 
 def test_a_failed_log_dir_stops_the_worker(tmp_path):
-    # As Kafka halts when its (only) log dir fails: the worker exits, the supervisor
-    # respawns it and stops a crash loop (tests/integration/test_supervisor.py).
+    # As Kafka halts when its (only) log dir fails: the worker stops and exits
+    # LOG_DIR_FAILURE_EXIT, on which the supervisor stops the broker non-zero
+    # (tests/faults/test_disk_failure.py).
+    from workers.broker import LOG_DIR_FAILURE_EXIT
     (tmp_path / "bad-0").write_bytes(b"not a directory")
     md = metadata(("bad", model.generate_topic_id(), {0: (ME, (ME,), ())}))
 
     async def main():
         b = make_broker(tmp_path, md)
+        stops = []
+        b.request_stop = lambda: stops.append(1)
         try:
-            with pytest.raises(OSError):
-                b.apply_metadata(md)
+            b.apply_metadata(md)
+            assert stops == [1] and "bad-0" in b.log_dir_failed
         finally:
-            b.shutdown()
+            assert b.shutdown() == LOG_DIR_FAILURE_EXIT
     run(main())
 
 
