@@ -79,6 +79,30 @@ def test_sample_server_properties_parses():
     assert c.unknown == []
 
 
+def test_sample_server_properties_documents_mpbroker_keys():
+    """Every mpbroker-specific key (doc starting with "mpbroker:"), and the Kafka keys
+    whose mpbroker default differs from Kafka's, appear in conf/server.properties, set
+    or as a commented-out `#key=value` line under a comment."""
+    with open(os.path.join(ROOT, "conf", "server.properties")) as f:
+        lines = f.read().splitlines()
+    shown = {}
+    for i, line in enumerate(lines):
+        text = line.lstrip("#").strip()
+        if "=" in text and not text.startswith(" "):
+            shown.setdefault(text.split("=", 1)[0].strip(), i)
+    keys = [k.name for k in BROKER_CONFIGS.values() if k.doc.startswith("mpbroker:")]
+    keys += ["max.broker.partitions"]
+    assert len(keys) > 10
+    missing = [k for k in keys if k not in shown]
+    assert missing == [], f"not in conf/server.properties: {missing}"
+    for k in keys:     # a comment line right above the key (or above its group's first key)
+        i = shown[k]
+        while i > 0 and lines[i - 1].startswith("#") and "=" in lines[i - 1] \
+                and not lines[i - 1].startswith("# "):
+            i -= 1
+        assert i > 0 and lines[i - 1].startswith("# "), f"{k} has no comment above it"
+
+
 # ------------------------------------------------------------ types and errors
 
 @pytest.mark.parametrize("type_,raw,expected", [
