@@ -42,14 +42,7 @@ def worker_pids(b) -> dict[int, int]:
     return {int(w): int(p) for w, p in SERVING.findall(b.log_path.read_bytes())}
 
 
-def wait_until(cond, timeout: float, what: str, b=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not within {timeout}s" + (f"; log:\n{b.log_tail()}" if b else ""))
+wait_until = h.wait_until
 
 
 @contextmanager

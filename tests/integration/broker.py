@@ -47,6 +47,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# ---------------------------------------------------------------- waiting, the CLI
+
+def wait_until(cond, timeout: float = 30.0, what: str = "condition", broker=None, *,
+               step: float = 0.1):
+    """Poll `cond` until it returns something true (returned); AssertionError after
+    `timeout` seconds, with the tail of `broker`'s log when given."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                                 + (f"; log:\n{broker.log_tail()}" if broker is not None else ""))
+        time.sleep(step)
+
+
+def cli_env(env: dict | None = None) -> dict:
+    """`env` (default: this process's) with the repository first on PYTHONPATH."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_cli(*args, cwd=REPO_ROOT, timeout: float = 60, env: dict | None = None,
+            **kw) -> subprocess.CompletedProcess:
+    """`python -m mpbroker.cli.main ARGS` as a subprocess (output captured; `kw` go to
+    subprocess.run: input=, text=, ...)."""
+    return subprocess.run([sys.executable, "-m", "mpbroker.cli.main", *map(str, args)],
+                          cwd=cwd, env=cli_env(env), capture_output=True, timeout=timeout, **kw)
+
+
 # ---------------------------------------------------------------- raw wire protocol
 
 def _str16(s: str | None) -> bytes:

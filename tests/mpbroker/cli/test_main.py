@@ -8,14 +8,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import time
 import uuid
 
 import pytest
 
 from mpbroker import config as configmod
-from tests.integration.broker import REPO_ROOT, Broker, api_versions_v0, free_port
+from tests.integration.broker import (Broker, api_versions_v0, free_port, run_cli,
+                                      wait_until)
 
 pytestmark = pytest.mark.integration
 
@@ -24,21 +23,11 @@ def serve(tmp_path, *overrides: str, timeout: float = 60) -> subprocess.Complete
     conf = tmp_path / "serve.properties"
     conf.write_text(f"listeners=PLAINTEXT://127.0.0.1:{free_port()}\nlog.dirs={tmp_path / 'data'}\n"
                     "num.workers=1\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    cmd = [sys.executable, "-m", "mpbroker.cli.main", "serve", "-c", str(conf)]
-    for o in overrides:
-        cmd += ["--override", o]
-    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+    return run_cli("serve", "-c", conf, *(a for o in overrides for a in ("--override", o)),
+                   cwd=tmp_path, text=True, timeout=timeout)
 
 
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = wait_until
 
 
 @pytest.fixture
@@ -129,13 +118,9 @@ def test_config_errors_exit_2_with_one_line(tmp_path, override, message):
 
 
 def test_help_config_prints_every_key(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "mpbroker.cli.main", "serve", "--help-config"],
-                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), capture_output=True, text=True,
-                       timeout=60)
+    r = run_cli("serve", "--help-config", text=True)
     assert r.returncode == 0 and r.stdout == configmod.describe_keys_text()
-    r = subprocess.run([sys.executable, "-m", "mpbroker.cli.main", "serve"],
-                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), capture_output=True, text=True,
-                       timeout=60)
+    r = run_cli("serve", text=True)
     assert r.returncode == 2 and "-c/--config" in r.stderr
 
 
