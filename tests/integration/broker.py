@@ -30,6 +30,9 @@ from pathlib import Path
 
 import pytest
 
+# the broker process is started as the public pytest plugin starts it
+from mpbroker.testing import free_port, kill_group, serve_command, spawn
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL_BOOTSTRAP_ENV = "MPBROKER_TEST_BOOTSTRAP"
 
@@ -39,12 +42,6 @@ PRODUCE = 0
 
 def external_bootstrap() -> str | None:
     return os.environ.get(EXTERNAL_BOOTSTRAP_ENV) or None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------- waiting, the CLI
@@ -253,10 +250,7 @@ class Broker:
         self.config_path.write_text("\n".join(lines) + "\n")
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "mpbroker.cli.main", "serve", "-c", str(self.config_path)]
-        for k, v in self.overrides.items():
-            cmd += ["--override", f"{k}={v}"]
-        return cmd
+        return serve_command(self.config_path, self.overrides)
 
     def start(self) -> "Broker":
         if self.external:
@@ -267,12 +261,7 @@ class Broker:
         self.write_config()
         self._log_file = open(self.log_path, "ab", buffering=0)
         self._log_file.write(f"\n===== start #{self.starts + 1}: {' '.join(self.command())}\n".encode())
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen(self.command(), cwd=self.workdir, stdin=subprocess.DEVNULL,
-                                     stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
+        self.proc = spawn(self.command(), self.workdir, self._log_file)
         self.starts += 1
         _LIVE.add(self)
         try:
@@ -353,12 +342,7 @@ class Broker:
         return rc
 
     def _kill_group(self) -> None:
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(self.proc)
 
     def _reap_group(self) -> None:
         """Children left behind after the supervisor exited are a bug, but must not linger."""
