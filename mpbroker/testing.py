@@ -98,6 +98,18 @@ def kill_group(proc: Optional[subprocess.Popen]) -> None:
         pass
 
 
+def kill_and_wait(proc: Optional[subprocess.Popen], timeout: float = 10.0) -> Optional[int]:
+    """`kill_group`, then wait up to `timeout` for `proc`; its exit code (None: none yet)."""
+    if proc is None:
+        return None
+    kill_group(proc)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    return proc.returncode
+
+
 class MpBroker:
     """One mpbroker process on 127.0.0.1 with its data under `workdir`."""
 
@@ -159,14 +171,7 @@ class MpBroker:
         return self.proc.returncode
 
     def kill(self) -> Optional[int]:
-        if self.proc is None:
-            return None
-        self._kill_group()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        return self.proc.returncode
+        return kill_and_wait(self.proc)
 
     def _kill_group(self) -> None:
         kill_group(self.proc)

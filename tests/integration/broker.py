@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 # the broker process is started as the public pytest plugin starts it
-from mpbroker.testing import free_port, kill_group, serve_command, spawn
+from mpbroker.testing import free_port, kill_and_wait, kill_group, serve_command, spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL_BOOTSTRAP_ENV = "MPBROKER_TEST_BOOTSTRAP"
@@ -316,11 +316,7 @@ class Broker:
         """SIGKILL the whole process group at once (a crash: supervisor, workers, controller)."""
         if self.proc is None:
             return None
-        self._kill_group()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
+        kill_and_wait(self.proc)
         return self._finish()
 
     def restart(self, *, hard: bool = False) -> "Broker":
