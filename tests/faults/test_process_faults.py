@@ -16,17 +16,16 @@ import asyncio
 import os
 import re
 import signal
-import subprocess
 import time
 import uuid
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
 from mpbroker.protocol import api_keys as K
 from mpbroker.protocol.errors import ErrorCode as E
 from tests.conftest import require
+from tests.faults.conftest import fill
 from tests.integration import broker as h
 from tests.integration.conftest import fresh_broker  # noqa: F401  (fixture)
 from workers.kafka_client import KafkaConnection
@@ -59,30 +58,14 @@ def stopped(pid: int):
 
 # ---------------------------------------------------------------- A: failing handlers
 @pytest.fixture
-def full_tmpfs(tmp_path):
+def full_tmpfs(tmp_path, request):
     require("root", None if os.geteuid() == 0 else "mounting a tmpfs needs root")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], check=True)
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
-def fill(fs: Path) -> None:
-    with open(fs / "filler", "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * (1 << 16))
-                f.flush()
-        except OSError:
-            pass
+    return request.getfixturevalue("mounts").tmpfs(tmp_path / "mnt", 16)
 
 
 def test_handlers_failing_on_a_full_disk_answer_and_keep_the_connection(fresh_broker, full_tmpfs):
     b = fresh_broker({"log.dirs": str(full_tmpfs / "data"), "num.workers": 2})
-    fill(full_tmpfs)
+    filler = fill(full_tmpfs)
     mark = b.log_size()
 
     async def pipelined():
@@ -126,7 +109,7 @@ def test_handlers_failing_on_a_full_disk_answer_and_keep_the_connection(fresh_br
     # the broker's answer, not the client's request timeout (REQUEST_TIMED_OUT)
     assert err.value.args[0].name() == "KAFKA_STORAGE_ERROR"
     # room again: the same broker serves the same request
-    (full_tmpfs / "filler").unlink()
+    filler.unlink()
     h.create_topic(b.bootstrap, "full-3", partitions=2)
     assert b.is_alive()
 
