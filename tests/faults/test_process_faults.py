@@ -141,8 +141,7 @@ def test_a_stopped_worker_stops_getting_new_connections_and_rejoins(fresh_broker
         evicted = EVICTED.search(b.log_path.read_bytes()[mark:])
     assert evicted and int(evicted.group(1)) == 1, b.log_text(mark)
     assert int(evicted.group(2)) >= 2000        # not before worker.listener.eviction.ms
-    wait_until(lambda: b"worker 1 beats again" in b.log_path.read_bytes()[mark:], 10,
-               "rejoin", b)
+    b.wait_for_log("worker 1 beats again", mark, timeout=10)
     assert worker_pids(b) == pids           # not killed: the heartbeat timeout is 30 s
     # back in the group: both workers accept again (each connection lands on one)
     seen: set = set()

@@ -382,6 +382,17 @@ class Broker:
     def log_tail(self, limit: int = 8000) -> str:
         return self.log_text(max(0, self.log_size() - limit), limit)
 
+    def wait_for_log(self, text: str, since: int = 0, timeout: float = 30.0) -> str:
+        """Wait until `text` is in the log after byte `since` (a `log_size()` taken
+        before); returns the log from there."""
+        def seen():
+            try:
+                got = self.log_path.read_bytes()[since:].decode(errors="replace")
+            except FileNotFoundError:
+                return None
+            return got if text in got else None
+        return wait_until(seen, timeout, f"{text!r} in the log of {self.name}", self)
+
     def __repr__(self) -> str:
         return f"<Broker {self.name} {self.bootstrap} alive={self.is_alive()}>"
 

@@ -13,8 +13,7 @@ import uuid
 import pytest
 
 from mpbroker import config as configmod
-from tests.integration.broker import (Broker, api_versions_v0, free_port, run_cli,
-                                      wait_until)
+from tests.integration.broker import Broker, api_versions_v0, free_port, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -25,9 +24,6 @@ def serve(tmp_path, *overrides: str, timeout: float = 60) -> subprocess.Complete
                     "num.workers=1\n")
     return run_cli("serve", "-c", conf, *(a for o in overrides for a in ("--override", o)),
                    cwd=tmp_path, text=True, timeout=timeout)
-
-
-wait_for = wait_until
 
 
 @pytest.fixture
@@ -68,8 +64,7 @@ def test_unknown_key_warned_at_start_and_on_sighup(one_worker_broker):
         f.write("log.retention.hourz=1\nssl.keystore.location=/nowhere\n")
     since = b.log_size()
     os.kill(b.proc.pid, signal.SIGHUP)
-    wait_for(lambda: "SIGHUP: config reloaded" in b.log_text(since), what="the reload")
-    text = b.log_text(since)
+    text = b.wait_for_log("SIGHUP: config reloaded", since)
     assert "SIGHUP: The configuration 'log.retention.hourz' was supplied but isn't a known config." in text
     assert "ssl.keystore.location" not in text       # a Kafka key mpbroker ignores: no warning
     assert "take effect after a restart" not in text
