@@ -12,19 +12,28 @@ unlocks explicitly (`LOCK_UN` in a child would release it for the whole tree); t
 kernel releases it on exit, however the process ends (SIGKILL included).
 
 Errors are `LogDirError` with one line for the operator; `mpbroker serve` exits 2.
+With several log dirs, one that cannot be used (not a writable directory, an I/O error
+on its lock file: a failed disk) is left out as Kafka's LogManager puts it offline: the
+broker starts on the others (its workers find that dir failed and answer
+KAFKA_STORAGE_ERROR for its partitions, workers/broker.py); only a dir locked by another
+broker, or no usable dir at all, stops the start.
 """
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
-from typing import List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 LOCK_FILE = ".lock"
 
 
 class LogDirError(Exception):
-    """A log dir that cannot be used or is held by another broker (one line)."""
+    """A log dir that cannot be used or is held by another broker (`held`; one line)."""
+
+    def __init__(self, message: str, held: bool = False):
+        super().__init__(message)
+        self.held = held
 
 
 def check_usable(path: str) -> None:
@@ -61,7 +70,7 @@ def lock_dir(path: str, pid: int | None = None) -> int:
         os.close(fd)
         if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise LogDirError(f"log dir {path} is locked by another mpbroker process "
-                              f"(pid {holder})") from None
+                              f"(pid {holder})", held=True) from None
         raise LogDirError(f"log dir {path}: cannot lock {LOCK_FILE}: {e.strerror or e}") from None
     try:
         os.ftruncate(fd, 0)
@@ -88,14 +97,29 @@ class LogDirLocks:
         self.fds = []
 
 
-def claim_log_dirs(dirs: Sequence[str]) -> LogDirLocks:
-    """Check and lock every dir (in order; on an error the ones taken are released)."""
+def claim_log_dirs(dirs: Sequence[str],
+                   on_offline: Optional[Callable[[LogDirError], None]] = None) -> LogDirLocks:
+    """Check and lock every dir, in order. A dir held by another broker raises
+    LogDirError, and so does the first unusable dir when no dir is usable; with other
+    dirs usable an unusable one is left out (`on_offline(error)`: the caller logs it).
+    On an error the locks taken are released."""
     fds: List[int] = []
+    offline: List[LogDirError] = []
     try:
         for d in dirs:
-            check_usable(d)
-            fds.append(lock_dir(d))
+            try:
+                check_usable(d)
+                fds.append(lock_dir(d))
+            except LogDirError as e:
+                if e.held:
+                    raise
+                offline.append(e)
+        if offline and not fds:
+            raise offline[0]
     except LogDirError:
         LogDirLocks(fds).release()
         raise
+    for e in offline:
+        if on_offline is not None:
+            on_offline(e)
     return LogDirLocks(fds)

@@ -601,8 +601,7 @@ class ControllerClient:
                     result = w.stats()
                     router = getattr(w, "router", None)
                     if router is not None:    # per-partition request counts (balancing)
-                        result["partition_requests"] = [
-                            [t, p, n] for (t, p), n in router.partition_requests.items()]
+                        result["partition_requests"] = router.request_counts()
                 elif msg.get("what") == "metrics":     # the controller's /metrics
                     from workers.metrics import snapshot
                     result = snapshot(w)

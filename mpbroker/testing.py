@@ -71,6 +71,45 @@ def _api_versions_answers(host: str, port: int, timeout: float) -> bool:
         return False
 
 
+def serve_command(config_path, overrides: Dict[str, object]) -> List[str]:
+    """`python -m mpbroker.cli.main serve -c CONFIG --override k=v ...`."""
+    cmd = [sys.executable, "-m", "mpbroker.cli.main", "serve", "-c", str(config_path)]
+    for k, v in overrides.items():
+        cmd += ["--override", f"{k}={v}"]
+    return cmd
+
+
+def spawn(cmd: List[str], cwd, log) -> subprocess.Popen:
+    """`cmd` in a process group of its own (see `kill_group`), this mpbroker first on its
+    PYTHONPATH, unbuffered, stdout and stderr to the open file `log`."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+    return subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def kill_group(proc: Optional[subprocess.Popen]) -> None:
+    """SIGKILL `proc`'s whole process group (supervisor, workers, controller)."""
+    if proc is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_and_wait(proc: Optional[subprocess.Popen], timeout: float = 10.0) -> Optional[int]:
+    """`kill_group`, then wait up to `timeout` for `proc`; its exit code (None: none yet)."""
+    if proc is None:
+        return None
+    kill_group(proc)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    return proc.returncode
+
+
 class MpBroker:
     """One mpbroker process on 127.0.0.1 with its data under `workdir`."""
 
@@ -91,10 +130,7 @@ class MpBroker:
         return f"127.0.0.1:{self.port}"
 
     def command(self) -> List[str]:
-        cmd = [sys.executable, "-m", "mpbroker.cli.main", "serve", "-c", str(self.config_path)]
-        for k, v in self.overrides.items():
-            cmd += ["--override", f"{k}={v}"]
-        return cmd
+        return serve_command(self.config_path, self.overrides)
 
     def start(self) -> "MpBroker":
         if self.proc is not None and self.proc.poll() is None:
@@ -103,12 +139,8 @@ class MpBroker:
         self.config_path.write_text(
             f"listeners=PLAINTEXT://127.0.0.1:{self.port}\n"
             f"log.dirs={self.data_dir}\n")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), cwd=self.workdir, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+            self.proc = spawn(self.command(), self.workdir, log)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -139,20 +171,10 @@ class MpBroker:
         return self.proc.returncode
 
     def kill(self) -> Optional[int]:
-        if self.proc is None:
-            return None
-        self._kill_group()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        return self.proc.returncode
+        return kill_and_wait(self.proc)
 
     def _kill_group(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(self.proc)
 
     def log_tail(self, limit: int = 8000) -> str:
         try:

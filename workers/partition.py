@@ -183,8 +183,11 @@ class Partition:
     def read(self, offset: int, max_bytes: int, isolation_level: int = 0,
              min_one_batch: bool = True):
         upper = self.high_watermark if isolation_level == 0 else self.last_stable_offset
+        return self._read(offset, max_bytes, upper, min_one_batch)
+
+    def _read(self, offset: int, max_bytes: int, max_offset, min_one_batch: bool):
         try:
-            return self.log.read(offset, max_bytes, max_offset=upper,
+            return self.log.read(offset, max_bytes, max_offset=max_offset,
                                  min_one_batch=min_one_batch)
         except serr.KafkaStorageError as e:
             self._storage_error(e)
@@ -302,12 +305,7 @@ class Partition:
 
     def read_for_follower(self, offset: int, max_bytes: int, min_one_batch: bool = True):
         """A follower reads up to the log end offset, not the high watermark."""
-        try:
-            return self.log.read(offset, max_bytes, max_offset=None,
-                                 min_one_batch=min_one_batch)
-        except serr.KafkaStorageError as e:
-            self._storage_error(e)
-            raise
+        return self._read(offset, max_bytes, None, min_one_batch)
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int):
         """Fetch v12+ (KIP-595 style) divergence check for a follower: (epoch, end

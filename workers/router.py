@@ -527,12 +527,36 @@ class Router:
             return handle(self.broker, ctx, req)
         spec = PART_SPECS.get(ctx.api_key)
         if spec is not None:
-            count = self.partition_requests
-            for t in req.get(spec.req_topics) or ():
-                name = t[spec.req_name]
-                for p in t[spec.req_parts]:
-                    count[(name, p if spec.req_index is None else p[spec.req_index])] += 1
+            self._count((t[spec.req_name], p if spec.req_index is None else p[spec.req_index])
+                        for t in req.get(spec.req_topics) or () for p in t[spec.req_parts])
         return fn(ctx, req, handle)
+
+    def _count(self, keys) -> None:
+        """Count requests of (topic, partition) `keys` (placement balancing's input),
+        those of partitions that exist only: the counts never grow with the names
+        clients send."""
+        md = self.broker.metadata
+        if md is None:
+            return
+        topics, count = md.topics, self.partition_requests
+        for key in keys:
+            t = topics.get(key[0])
+            if t is not None and key[1] in t.partitions:
+                count[key] += 1
+
+    def request_counts(self) -> list[list]:
+        """[[topic, partition, requests]] for the controller's stats; the counts of
+        partitions deleted since are dropped here."""
+        md = self.broker.metadata
+        topics = md.topics if md is not None else {}
+        out = []
+        for key, n in list(self.partition_requests.items()):
+            t = topics.get(key[0])
+            if t is None or key[1] not in t.partitions:
+                del self.partition_requests[key]
+            else:
+                out.append([key[0], key[1], n])
+        return out
 
     def forward(self, wid: int, ctx, body: dict, keys=None, oneway: bool = False):
         """Send one part to its owner; a future of the owner's response dict, or None if
@@ -739,7 +763,7 @@ class Router:
             s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
             if s is not None:
                 reads.extend(s.partitions)
-        self.partition_requests.update(reads)
+        self._count(reads)
         me = self.me
         if all(self.owner(t, p) == me for t, p in reads):
             return handle(broker, ctx, req)

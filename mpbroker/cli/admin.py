@@ -187,17 +187,9 @@ def wire_calls(args, what: str, calls: list[tuple[str, int, int, Callable[[int],
     order; a broker that cannot be reached raises CliError."""
     _plaintext_only(args, what)
     from mpbroker.protocol import api_keys, codec
-    from workers.kafka_client import KafkaConnection
-    timeout_ms = max(args.request_timeout_ms, 1)
 
     async def one(host, port, key, body_for):
-        try:
-            conn = await asyncio.wait_for(
-                KafkaConnection.connect(host, port, client_id="mpbroker-cli",
-                                        timeout_ms=timeout_ms), timeout_ms / 1000)
-        except (ConnectionError, OSError, asyncio.TimeoutError) as e:
-            raise CliError(f"NETWORK_EXCEPTION: cannot connect to {host}:{port}: {e}")
-        try:
+        async def call(conn):
             versions = await conn.api_versions()
             if key not in versions:
                 raise CliError(f"UNSUPPORTED_VERSION: {host}:{port} does not serve "
@@ -209,10 +201,7 @@ def wire_calls(args, what: str, calls: list[tuple[str, int, int, Callable[[int],
                 raise CliError(f"UNSUPPORTED_VERSION: no common version of "
                                f"{api_keys.NAMES.get(key, key)} with {host}:{port}")
             return await conn.request(key, version, body_for(version))
-        except (ConnectionError, asyncio.TimeoutError) as e:
-            raise CliError(f"NETWORK_EXCEPTION: {host}:{port}: {e or 'request timed out'}")
-        finally:
-            await conn.close()
+        return await _on_connection(args, host, port, call)
 
     async def all_calls():
         return await asyncio.gather(*(one(*c) for c in calls))
@@ -220,25 +209,28 @@ def wire_calls(args, what: str, calls: list[tuple[str, int, int, Callable[[int],
     return asyncio.run(all_calls())
 
 
-def api_versions(args, host: str, port: int) -> dict[int, tuple[int, int]]:
-    _plaintext_only(args, "the API versions query")
+async def _on_connection(args, host: str, port: int, call):
+    """`await call(conn)` on a fresh connection to host:port, closed after; a broker
+    that cannot be reached or answered in time raises CliError."""
     from workers.kafka_client import KafkaConnection
     timeout_ms = max(args.request_timeout_ms, 1)
+    try:
+        conn = await asyncio.wait_for(
+            KafkaConnection.connect(host, port, client_id="mpbroker-cli",
+                                    timeout_ms=timeout_ms), timeout_ms / 1000)
+    except (ConnectionError, OSError, asyncio.TimeoutError) as e:
+        raise CliError(f"NETWORK_EXCEPTION: cannot connect to {host}:{port}: {e}")
+    try:
+        return await call(conn)
+    except (ConnectionError, asyncio.TimeoutError) as e:
+        raise CliError(f"NETWORK_EXCEPTION: {host}:{port}: {e or 'request timed out'}")
+    finally:
+        await conn.close()
 
-    async def go():
-        try:
-            conn = await asyncio.wait_for(
-                KafkaConnection.connect(host, port, client_id="mpbroker-cli",
-                                        timeout_ms=timeout_ms), timeout_ms / 1000)
-        except (ConnectionError, OSError, asyncio.TimeoutError) as e:
-            raise CliError(f"NETWORK_EXCEPTION: cannot connect to {host}:{port}: {e}")
-        try:
-            return await conn.api_versions()
-        except (ConnectionError, asyncio.TimeoutError) as e:
-            raise CliError(f"NETWORK_EXCEPTION: {host}:{port}: {e or 'request timed out'}")
-        finally:
-            await conn.close()
-    return asyncio.run(go())
+
+def api_versions(args, host: str, port: int) -> dict[int, tuple[int, int]]:
+    _plaintext_only(args, "the API versions query")
+    return asyncio.run(_on_connection(args, host, port, lambda conn: conn.api_versions()))
 
 
 def error_name(code: int) -> str:

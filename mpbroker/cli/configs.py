@@ -88,12 +88,7 @@ def _describe_entries(args, rtype, name) -> list[dict]:
         body = {"resources": [{"resource_type": int(rtype.value), "resource_name": "",
                                "configuration_keys": None}],
                 "include_synonyms": True, "include_documentation": False}
-        host, port = _first_broker(args)
-        resp, = A.wire_calls(args, "configs for the broker default",
-                             [(host, port, K.DESCRIBE_CONFIGS, lambda v: body)])
-        r = resp["results"][0]
-        if r["error_code"]:
-            raise A.CliError(f"{A.error_name(r['error_code'])}: {r.get('error_message') or ''}")
+        r = _default_call(args, K.DESCRIBE_CONFIGS, body, "results")
         return [{"name": c["name"], "value": None if c["is_sensitive"] else c["value"],
                  "source": _source_name(c.get("config_source", 0)),
                  "sensitive": bool(c["is_sensitive"]), "read_only": bool(c["read_only"]),
@@ -176,12 +171,19 @@ def _alter_default(args, rtype, sets: dict, deletes: list) -> None:
     configs += [{"name": k, "config_operation": 1, "value": None} for k in deletes]
     body = {"resources": [{"resource_type": int(rtype.value), "resource_name": "",
                            "configs": configs}], "validate_only": False}
+    _default_call(args, K.INCREMENTAL_ALTER_CONFIGS, body, "responses")
+
+
+def _default_call(args, api_key: int, body: dict, results: str) -> dict:
+    """`body` (one resource: the broker default) sent to the first broker; its one
+    result, or CliError with the result's error."""
     host, port = _first_broker(args)
     resp, = A.wire_calls(args, "configs for the broker default",
-                         [(host, port, K.INCREMENTAL_ALTER_CONFIGS, lambda v: body)])
-    r = resp["responses"][0]
+                         [(host, port, api_key, lambda v: body)])
+    r = resp[results][0]
     if r["error_code"]:
         raise A.CliError(f"{A.error_name(r['error_code'])}: {r.get('error_message') or ''}")
+    return r
 
 
 def register(sub) -> None:

@@ -150,13 +150,23 @@ def _json(obj) -> str:
 def _offsets_key_value(key: Optional[bytes], value: Optional[bytes]) -> tuple[str, str]:
     """A `__consumer_offsets` record as Kafka's GroupMetadataManager.formatRecordKeyAndValue."""
     from workers.groups import records as g
+    return _coordinator_record(key, value, g.decode_key,
+                               lambda k, kv: _offsets_record(g, k, kv, value))
+
+
+def _coordinator_record(key: Optional[bytes], value: Optional[bytes], decode_key, describe):
+    """A coordinator record (offsets, transactions): NULL for no key, the error of a key
+    that does not decode, else `describe(decoded key, key version)`."""
     if key is None:
         return "NULL", "<DELETE>" if value is None else _text(value)
     try:
-        k = g.decode_key(key)
-        kv = struct.unpack_from(">h", key)[0]
+        k, kv = _versioned(decode_key, key)
     except (ValueError, struct.error) as e:
         return f"Error: {e}", _text(value)
+    return describe(k, kv)
+
+
+def _offsets_record(g, k, kv: int, value: Optional[bytes]) -> tuple[str, str]:
     if isinstance(k, g.OffsetCommitKey):
         ktxt = _json({"type": str(kv), "data": {"group": k.group, "topic": k.topic, "partition": k.partition}})
         decode = g.decode_offset_commit_value
@@ -179,42 +189,44 @@ def _offsets_key_value(key: Optional[bytes], value: Optional[bytes]) -> tuple[st
         return _json({"type": str(kv), "data": data}), "<DELETE>" if value is None else \
             _json({"version": str(struct.unpack_from(">h", value)[0]) if len(value) >= 2 else "?",
                    "data": {"hex": value.hex()}})
+    return ktxt, _value_text(value, decode, fields)
+
+
+def _versioned(decode, data: bytes):
+    """(decode(data), the record's int16 version prefix); ValueError/struct.error when
+    it does not decode."""
+    return decode(data), struct.unpack_from(">h", data)[0]
+
+
+def _value_text(value: Optional[bytes], decode, fields) -> str:
+    """A coordinator record's value as Kafka's formatter prints it: <DELETE> for a
+    tombstone, the decoding error, or {"version", "data": fields(decoded)}."""
     if value is None:
-        return ktxt, "<DELETE>"
+        return "<DELETE>"
     try:
-        v = decode(value)
-        vv = struct.unpack_from(">h", value)[0]
+        v, vv = _versioned(decode, value)
     except (ValueError, struct.error) as e:
-        return ktxt, f"Error: {e}"
-    return ktxt, _json({"version": str(vv), "data": fields(v)})
+        return f"Error: {e}"
+    return _json({"version": str(vv), "data": fields(v)})
 
 
 def _txn_key_value(key: Optional[bytes], value: Optional[bytes]) -> tuple[str, str]:
     """A `__transaction_state` record as Kafka's TransactionLog.formatRecordKeyAndValue."""
     from workers.txn import records as t
-    if key is None:
-        return "NULL", "<DELETE>" if value is None else _text(value)
-    try:
-        tid = t.decode_key(key)
-        kv = struct.unpack_from(">h", key)[0]
-    except (ValueError, struct.error) as e:
-        return f"Error: {e}", _text(value)
-    ktxt = _json({"type": str(kv), "data": {"transactionalId": tid}})
-    if value is None:
-        return ktxt, "<DELETE>"
-    try:
-        v = t.decode_value(value)
-        vv = struct.unpack_from(">h", value)[0]
-    except (ValueError, struct.error) as e:
-        return ktxt, f"Error: {e}"
-    return ktxt, _json({"version": str(vv), "data": {
+    return _coordinator_record(key, value, t.decode_key, lambda tid, kv: (
+        _json({"type": str(kv), "data": {"transactionalId": tid}}),
+        _value_text(value, t.decode_value, _txn_fields)))
+
+
+def _txn_fields(v) -> dict:
+    return {
         "producerId": v.producer_id, "producerEpoch": v.producer_epoch,
         "transactionTimeoutMs": v.txn_timeout_ms,
         "transactionStatus": TXN_STATES.get(v.state, str(v.state)),
         "transactionPartitions": [{"topic": topic, "partitionIds": list(parts)}
                                   for topic, parts in sorted(v.partitions.items())],
         "transactionLastUpdateTimestampMs": v.last_update_ms,
-        "transactionStartTimestampMs": v.start_ms}})
+        "transactionStartTimestampMs": v.start_ms}
 
 
 def _batch_line(b: RecordBatch, pos: int, valid: bool) -> str:

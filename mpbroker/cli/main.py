@@ -74,7 +74,9 @@ def cmd_serve(args) -> int:
         return 2
     try:
         # Held (inherited by every forked child) until the whole process tree has exited.
-        locks = claim_log_dirs(cfg.log_dirs)
+        locks = claim_log_dirs(cfg.log_dirs, on_offline=lambda e: logging.getLogger(
+            "mpbroker.log_dirs").error("%s: offline, the broker starts on the other log dirs",
+                                       e))
     except LogDirError as e:
         print(f"mpbroker: {e}", file=sys.stderr)
         return 2

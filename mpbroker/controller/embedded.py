@@ -156,8 +156,11 @@ class EmbeddedController:
         except FileNotFoundError:
             return default
 
-    def _commit(self, md: model.ClusterMetadata) -> None:
-        self.store.save(md)
+    def _commit(self, md: model.ClusterMetadata, *, reserve: bool = True) -> None:
+        """`reserve=False` for growth (CreateTopics, internal topics, CreatePartitions):
+        on a full disk it fails (KAFKA_STORAGE_ERROR) and leaves the space reserve to
+        DeleteTopics and restarts (storage/space_reserve.py)."""
+        self.store.save(md, reserve=reserve)
         self.md = md
         for w in self.workers:
             w.apply_metadata(md)
@@ -218,7 +221,7 @@ class EmbeddedController:
             results.append(res)
         md = batch.result()
         if md is not self.md:
-            self._commit(md)
+            self._commit(md, reserve=False)
         return self._results(results, q)
 
     @staticmethod
@@ -283,7 +286,7 @@ class EmbeddedController:
         rf = min(rf, max(1, len(self.md.brokers)))
         md = model.create_topic(self.md, name, n, rf, None, configs, **self._topic_defaults())
         md = replace(md, topics={**md.topics, name: replace(md.topics[name], is_internal=True)})
-        self._commit(md)
+        self._commit(md, reserve=False)
 
     async def delete_topics(self, targets: list[tuple], timeout_ms: int, quota=None):
         async with self._mutating:
@@ -348,7 +351,7 @@ class EmbeddedController:
         if not validate_only:
             md = growth.result()
             if md is not self.md:
-                self._commit(md)
+                self._commit(md, reserve=False)
         return self._results(results, q)
 
     # ----------------------------------------------------------------- configs

@@ -103,8 +103,11 @@ class MetadataStore:
         self._epoch = md.epoch
         return md
 
-    def save(self, md: ClusterMetadata) -> None:
-        """Persist ``md`` atomically; an older epoch never replaces a newer one."""
+    def save(self, md: ClusterMetadata, *, reserve: bool = True) -> None:
+        """Persist ``md`` atomically; an older epoch never replaces a newer one.
+        ``reserve=False``: a change that only grows the metadata (new topics or
+        partitions) fails on a full disk rather than spend the space reserve, which is
+        kept for the writes that free space or restart the broker."""
         os.makedirs(self.dir, exist_ok=True)
         if self._epoch is None:     # the one writer reads the file once, not on every save
             self.load()
@@ -112,7 +115,10 @@ class MetadataStore:
             raise MetadataStoreError(f"Refusing to replace metadata epoch {self._epoch} with older epoch {md.epoch}")
         data = json.dumps(to_dict(md), separators=(",", ":"), sort_keys=True).encode("utf-8")
         # a full disk: the space reserve makes room (DeleteTopics must free space)
-        space_reserve.write(self.dir, lambda: atomic_write(self.path, data))
+        if reserve:
+            space_reserve.write(self.dir, lambda: atomic_write(self.path, data))
+        else:
+            atomic_write(self.path, data)
         self._epoch = md.epoch
 
 

@@ -133,3 +133,42 @@ def test_file_descriptor_limit_lowers_the_broker_cap(tmp_path, monkeypatch):
     assert [r["error_code"] for r in res] == [0, ErrorCode.POLICY_VIOLATION]
     assert "limit of 30 (max.broker.partitions, lowered to what RLIMIT_NOFILE=1204 allows 1 worker(s)" \
         in res[1]["error_message"]
+
+
+def test_growth_on_a_full_disk_leaves_the_space_reserve_to_deletes(tmp_path, monkeypatch):
+    """The space reserve (storage/space_reserve.py) is there so that DeleteTopics and a
+    restart can write metadata on a full disk; a CreateTopics, an internal topic or a
+    CreatePartitions must fail there (KAFKA_STORAGE_ERROR for the client) instead of
+    spending it, else the delete that would free the disk finds no reserve left."""
+    import errno
+    import os
+    from mpbroker.metadata import store as store_mod
+    from storage import space_reserve
+
+    ctl = make(tmp_path)
+    run(ctl.create_topics([spec("old", 2)], False, 0))
+    meta_dir = ctl.store.dir
+    assert space_reserve.ensure(meta_dir)
+    reserve = os.path.join(meta_dir, space_reserve.RESERVE_FILE)
+    real_write = store_mod.atomic_write
+
+    def full_unless_reserve_freed(path, data):      # the reserve is the only room left
+        if os.path.exists(reserve):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(path, data)
+    monkeypatch.setattr(store_mod, "atomic_write", full_unless_reserve_freed)
+    monkeypatch.setattr(space_reserve, "ensure", lambda d, size=0: os.path.exists(reserve))
+
+    for grow in (lambda: ctl.create_topics([spec("new", 1)], False, 0),
+                 lambda: ctl.ensure_internal_topic("__consumer_offsets"),
+                 lambda: ctl.create_partitions([{"name": "old", "count": 3,
+                                                 "assignments": None}], False, 0)):
+        try:
+            run(grow())
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+        assert os.path.exists(reserve)
+    assert set(ctl.md.topics) == {"old"} and len(ctl.md.topics["old"].partitions) == 2
+    res = run(ctl.delete_topics([("old", None)], 0))
+    assert res[0]["error_code"] == 0 and "old" not in ctl.md.topics
+    assert not os.path.exists(reserve)

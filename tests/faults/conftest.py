@@ -26,6 +26,7 @@ import pytest
 
 # the real broker per test, and its log attached to a failing test's report
 from tests.integration.conftest import fresh_broker, pytest_runtest_makereport  # noqa: F401
+from tests.integration.broker import wait_until  # noqa: F401  (the fault tests' polling)
 
 
 class Ledger:
@@ -163,17 +164,6 @@ def fill(path: Path) -> Path:
 
 
 # ------------------------------------------------------------ with a real broker
-
-def wait_until(cond, timeout: float, what: str):
-    """Poll `cond` until it returns something true (returned), or fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise TimeoutError(f"not {what} within {timeout}s")
-
 
 def produce_values(producers, ledger: Ledger, topic: str, n: int, partitions: int = 2):
     """n new ledger values per producer, round robin over the partitions (not flushed)."""

@@ -54,7 +54,7 @@ def test_disk_full_loses_nothing_and_recovers(fresh_broker, mounts, ledger, tmp_
         filler.unlink()
     for p in producers:
         harness.flush(p, 90)
-    wait_until(lambda: "appends succeed again" in broker_log(b), 30, "serving again")
+    b.wait_for_log("appends succeed again", timeout=30)
     produce_values(producers, ledger, topic, 100)
     for p in producers:
         harness.flush(p, 60)

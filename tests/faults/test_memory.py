@@ -36,14 +36,7 @@ MB = 1024 * 1024
 
 
 def wait_for(cond, timeout: float, what: str, step: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(step)
+    return harness.wait_until(cond, timeout, what, step=step)
 
 
 def api_versions_on(sock: socket.socket, cid: int = 7) -> bytes:

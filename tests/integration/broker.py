@@ -30,6 +30,9 @@ from pathlib import Path
 
 import pytest
 
+# the broker process is started as the public pytest plugin starts it
+from mpbroker.testing import free_port, kill_and_wait, kill_group, serve_command, spawn
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL_BOOTSTRAP_ENV = "MPBROKER_TEST_BOOTSTRAP"
 
@@ -41,10 +44,36 @@ def external_bootstrap() -> str | None:
     return os.environ.get(EXTERNAL_BOOTSTRAP_ENV) or None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# ---------------------------------------------------------------- waiting, the CLI
+
+def wait_until(cond, timeout: float = 30.0, what: str = "condition", broker=None, *,
+               step: float = 0.1):
+    """Poll `cond` until it returns something true (returned); AssertionError after
+    `timeout` seconds, with the tail of `broker`'s log when given."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                                 + (f"; log:\n{broker.log_tail()}" if broker is not None else ""))
+        time.sleep(step)
+
+
+def cli_env(env: dict | None = None) -> dict:
+    """`env` (default: this process's) with the repository first on PYTHONPATH."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_cli(*args, cwd=REPO_ROOT, timeout: float = 60, env: dict | None = None,
+            **kw) -> subprocess.CompletedProcess:
+    """`python -m mpbroker.cli.main ARGS` as a subprocess (output captured; `kw` go to
+    subprocess.run: input=, text=, ...)."""
+    return subprocess.run([sys.executable, "-m", "mpbroker.cli.main", *map(str, args)],
+                          cwd=cwd, env=cli_env(env), capture_output=True, timeout=timeout, **kw)
 
 
 # ---------------------------------------------------------------- raw wire protocol
@@ -221,10 +250,7 @@ class Broker:
         self.config_path.write_text("\n".join(lines) + "\n")
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "mpbroker.cli.main", "serve", "-c", str(self.config_path)]
-        for k, v in self.overrides.items():
-            cmd += ["--override", f"{k}={v}"]
-        return cmd
+        return serve_command(self.config_path, self.overrides)
 
     def start(self) -> "Broker":
         if self.external:
@@ -235,12 +261,7 @@ class Broker:
         self.write_config()
         self._log_file = open(self.log_path, "ab", buffering=0)
         self._log_file.write(f"\n===== start #{self.starts + 1}: {' '.join(self.command())}\n".encode())
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen(self.command(), cwd=self.workdir, stdin=subprocess.DEVNULL,
-                                     stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
+        self.proc = spawn(self.command(), self.workdir, self._log_file)
         self.starts += 1
         _LIVE.add(self)
         try:
@@ -295,11 +316,7 @@ class Broker:
         """SIGKILL the whole process group at once (a crash: supervisor, workers, controller)."""
         if self.proc is None:
             return None
-        self._kill_group()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
+        kill_and_wait(self.proc)
         return self._finish()
 
     def restart(self, *, hard: bool = False) -> "Broker":
@@ -321,12 +338,7 @@ class Broker:
         return rc
 
     def _kill_group(self) -> None:
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(self.proc)
 
     def _reap_group(self) -> None:
         """Children left behind after the supervisor exited are a bug, but must not linger."""
@@ -369,6 +381,17 @@ class Broker:
 
     def log_tail(self, limit: int = 8000) -> str:
         return self.log_text(max(0, self.log_size() - limit), limit)
+
+    def wait_for_log(self, text: str, since: int = 0, timeout: float = 30.0) -> str:
+        """Wait until `text` is in the log after byte `since` (a `log_size()` taken
+        before); returns the log from there."""
+        def seen():
+            try:
+                got = self.log_path.read_bytes()[since:].decode(errors="replace")
+            except FileNotFoundError:
+                return None
+            return got if text in got else None
+        return wait_until(seen, timeout, f"{text!r} in the log of {self.name}", self)
 
     def __repr__(self) -> str:
         return f"<Broker {self.name} {self.bootstrap} alive={self.is_alive()}>"

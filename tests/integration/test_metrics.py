@@ -6,8 +6,6 @@ records with confluent-kafka, consume them all in a group, commit chosen offsets
 prometheus_client's own parser)."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import urllib.request
 
@@ -17,7 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration import broker as harness
-from tests.integration.broker import REPO_ROOT, free_port
+from tests.integration.broker import free_port
 
 pytestmark = pytest.mark.skipif(harness.external_bootstrap() is not None,
                                 reason="needs our own broker (metrics.listener)")
@@ -50,15 +48,7 @@ def series(m: dict, name: str, **labels) -> dict:
     return {lbl: v for (n, lbl), v in m.items() if n == name and want <= lbl}
 
 
-def wait_for(fn, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+wait_for = harness.wait_until
 
 
 @pytest.fixture
@@ -178,10 +168,8 @@ def test_metrics_off_by_default(fresh_broker):
 def test_bad_metrics_listener_exits_2(tmp_path, bad):
     cfg = tmp_path / "server.properties"
     cfg.write_text(f"log.dirs={tmp_path / 'data'}\nlisteners=PLAINTEXT://127.0.0.1:{free_port()}\n")
-    r = subprocess.run([sys.executable, "-m", "mpbroker.cli.main", "serve", "-c", str(cfg),
-                        "--override", f"metrics.listener={bad}"],
-                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
-                       env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})
+    r = harness.run_cli("serve", "-c", cfg, "--override", f"metrics.listener={bad}",
+                        text=True, env={"PATH": "/usr/bin:/bin"})
     assert r.returncode == 2, r.stderr
     assert "metrics.listener" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

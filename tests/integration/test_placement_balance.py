@@ -79,6 +79,16 @@ class SkewedLoad:
         for t in self.threads:
             t.start()
 
+    def wait_flowing(self, n: int = 100, timeout: float = 60) -> None:
+        """Until `n` more records of every partition were acked and read back."""
+        acked = {p: len(v) for p, v in self.acked.items()}
+        read = {p: len(v) for p, v in self.read.items()}
+        h.wait_until(lambda: self.errors or all(
+            len(self.acked[p]) >= acked[p] + n and len(self.read[p]) >= read[p] + n
+            for p in self.parts), timeout, f"{n} more records acked and read on {self.parts}",
+            self.b)
+        assert not self.errors, self.errors[:5]
+
     def finish(self):
         self.stop.set()
         for t in self.threads:
@@ -95,7 +105,7 @@ def test_balance_moves_the_fewest_partitions_under_load_without_client_errors(tw
     load = SkewedLoad(b, topic, hot)
     load.start()
     try:
-        time.sleep(2)                                  # the load is established
+        load.wait_flowing()                            # the load is established
         res = placement(b, "balance", "--interval", "2", timeout=120)
         assert res["imbalance_before"] > res["threshold"] == 0.2, res
         assert len(res["moves"]) == 1, res             # one move makes them even
@@ -103,7 +113,7 @@ def test_balance_moves_the_fewest_partitions_under_load_without_client_errors(tw
         assert (m["topic"], m["from"], m["to"]) == (topic, 0, 1) and m["partition"] in hot
         assert res["imbalance_after_estimate"] <= 0.2, res
         assert owners(show(b), topic)[m["partition"]] == 1
-        time.sleep(2)
+        load.wait_flowing()                 # flowing again, through the partition's new owner
         again = placement(b, "balance", "--interval", "2", timeout=120)
         assert again["moves"] == [] and again["imbalance_before"] <= 0.2, again
     finally:

@@ -67,3 +67,27 @@ def test_unusable_dirs(tmp_path):
         check_usable(str(tmp_path / "file" / "sub"))
     check_usable(str(tmp_path / "new" / "deeper"))
     assert (tmp_path / "new" / "deeper").is_dir()
+
+
+def test_with_several_dirs_an_unusable_one_is_left_out(tmp_path):
+    """Kafka's LogManager puts a log dir that fails its checks offline and starts on the
+    others (the disk fault test restarts with one dir failed); a dir held by another
+    broker, or no usable dir at all, still stops the start."""
+    (tmp_path / "afile").write_text("x")
+    left_out = []
+    locks = claim_log_dirs([str(tmp_path / "afile"), str(tmp_path / "ok")],
+                           on_offline=left_out.append)
+    try:
+        assert [str(e) for e in left_out] == [f"log dir {tmp_path / 'afile'} is not a directory"]
+        assert len(locks.fds) == 1 and (tmp_path / "ok" / LOCK_FILE).exists()
+    finally:
+        locks.release()
+    with pytest.raises(LogDirError, match="afile is not a directory"):
+        claim_log_dirs([str(tmp_path / "afile"), str(tmp_path / "afile" / "sub")])
+    held = lock_dir(str(tmp_path / "ok"))
+    try:
+        with pytest.raises(LogDirError, match="is locked by another"):
+            claim_log_dirs([str(tmp_path / "other"), str(tmp_path / "ok")])
+    finally:
+        os.close(held)
+    os.close(lock_dir(str(tmp_path / "other")))       # released by the failed claim

@@ -325,18 +325,49 @@ def test_an_owner_whose_awaitable_fails_answers_its_part_with_the_error(monkeypa
     assert codes == [E.UNKNOWN_SERVER_ERROR] * 2
 
 
-def test_front_counts_partition_level_requests_for_balancing():
+class _ListOffsetsCtx:
+    api_key, api_version = K.LIST_OFFSETS, 7
+
+
+def _counting_router(topics: dict):
+    """A Router whose ListOffsets route answers "routed", over a broker whose metadata
+    has `topics` (name -> partition count): just what the request counting reads."""
     from workers.router import Router
 
     class B:
         worker_id = 0
         placement = type("P", (), {"num_workers": 2})()
-
-    class Ctx:
-        api_key, api_version = K.LIST_OFFSETS, 7
+        metadata = _md_with_partitions(topics)
 
     r = Router(B())
     r.routes[K.LIST_OFFSETS] = lambda ctx, req, handle: "routed"
-    assert r.route(Ctx(), LIST_OFFSETS_PART, None) == "routed"
-    assert r.route(Ctx(), LIST_OFFSETS_PART, None) == "routed"
+    return r, B
+
+
+def _md_with_partitions(topics: dict):
+    return type("MD", (), {"topics": {
+        name: type("T", (), {"partitions": dict.fromkeys(range(n))})()
+        for name, n in topics.items()}})()
+
+
+def test_front_counts_partition_level_requests_for_balancing():
+    r, _ = _counting_router({"a": 4})
+    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None) == "routed"
+    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None) == "routed"
     assert r.partition_requests == {("a", 3): 2, ("a", 1): 2}
+
+
+def test_request_counts_stay_bounded_by_the_partitions_that_exist():
+    """Requests naming topics or partitions that do not exist (a client's typo, or any
+    names at all) are not counted: the counts are the balancer's input and must not
+    grow with what clients send; a deleted topic's counts go at the next stats."""
+    r, B = _counting_router({"a": 2})
+    for i in range(100):
+        r.route(_ListOffsetsCtx(), {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": f"nope-{i}", "partitions": [{"partition_index": 0, "timestamp": -1}]},
+            {"name": "a", "partitions": [{"partition_index": 1, "timestamp": -1},
+                                         {"partition_index": 7, "timestamp": -1}]}]}, None)
+    assert r.partition_requests == {("a", 1): 100}
+    assert r.request_counts() == [["a", 1, 100]]
+    B.metadata = _md_with_partitions({})           # "a" deleted
+    assert r.request_counts() == [] and not r.partition_requests

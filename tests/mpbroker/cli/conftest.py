@@ -4,19 +4,14 @@ as a subprocess against a broker."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 # the fixtures, and the hook that attaches the broker's log to a failing test's report
 from tests.integration.conftest import (broker, fresh_broker, make_topic,  # noqa: F401
                                         pytest_runtest_makereport, session_broker, topic_name)
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.integration.broker import run_cli, wait_until  # noqa: F401  (used by the CLI tests)
 
 
 class Cli:
@@ -27,19 +22,15 @@ class Cli:
 
     def __call__(self, *args, input: bytes | str | None = None, check: bool = True,
                  bootstrap: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "mpbroker.cli.main", *map(str, args)]
         if bootstrap:
-            cmd += ["--bootstrap-server", self.bootstrap]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+            args = (*args, "--bootstrap-server", self.bootstrap)
         if isinstance(input, str):
             input = input.encode()
-        r = subprocess.run(cmd, input=input, capture_output=True, timeout=timeout, env=env,
-                           cwd=REPO_ROOT)
+        r = run_cli(*args, input=input, timeout=timeout)
         r.stdout_text = r.stdout.decode(errors="replace")
         r.stderr_text = r.stderr.decode(errors="replace")
         if check and r.returncode != 0:
-            raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stderr_text}"
+            raise AssertionError(f"{' '.join(map(str, r.args))} exited {r.returncode}:\n{r.stderr_text}"
                                  f"\n{r.stdout_text}")
         return r
 
@@ -54,17 +45,6 @@ def failed_one_line(r: subprocess.CompletedProcess, code: int = 1) -> str:
     assert len(lines) == 1, r.stderr_text
     assert "Traceback" not in r.stderr_text, r.stderr_text
     return lines[0]
-
-
-def wait_until(pred, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture

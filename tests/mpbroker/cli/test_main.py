@@ -8,14 +8,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import time
 import uuid
 
 import pytest
 
 from mpbroker import config as configmod
-from tests.integration.broker import REPO_ROOT, Broker, api_versions_v0, free_port
+from tests.integration.broker import Broker, api_versions_v0, free_port, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -24,21 +22,8 @@ def serve(tmp_path, *overrides: str, timeout: float = 60) -> subprocess.Complete
     conf = tmp_path / "serve.properties"
     conf.write_text(f"listeners=PLAINTEXT://127.0.0.1:{free_port()}\nlog.dirs={tmp_path / 'data'}\n"
                     "num.workers=1\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    cmd = [sys.executable, "-m", "mpbroker.cli.main", "serve", "-c", str(conf)]
-    for o in overrides:
-        cmd += ["--override", o]
-    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return run_cli("serve", "-c", conf, *(a for o in overrides for a in ("--override", o)),
+                   cwd=tmp_path, text=True, timeout=timeout)
 
 
 @pytest.fixture
@@ -79,8 +64,7 @@ def test_unknown_key_warned_at_start_and_on_sighup(one_worker_broker):
         f.write("log.retention.hourz=1\nssl.keystore.location=/nowhere\n")
     since = b.log_size()
     os.kill(b.proc.pid, signal.SIGHUP)
-    wait_for(lambda: "SIGHUP: config reloaded" in b.log_text(since), what="the reload")
-    text = b.log_text(since)
+    text = b.wait_for_log("SIGHUP: config reloaded", since)
     assert "SIGHUP: The configuration 'log.retention.hourz' was supplied but isn't a known config." in text
     assert "ssl.keystore.location" not in text       # a Kafka key mpbroker ignores: no warning
     assert "take effect after a restart" not in text
@@ -129,13 +113,9 @@ def test_config_errors_exit_2_with_one_line(tmp_path, override, message):
 
 
 def test_help_config_prints_every_key(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "mpbroker.cli.main", "serve", "--help-config"],
-                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), capture_output=True, text=True,
-                       timeout=60)
+    r = run_cli("serve", "--help-config", text=True)
     assert r.returncode == 0 and r.stdout == configmod.describe_keys_text()
-    r = subprocess.run([sys.executable, "-m", "mpbroker.cli.main", "serve"],
-                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), capture_output=True, text=True,
-                       timeout=60)
+    r = run_cli("serve", text=True)
     assert r.returncode == 2 and "-c/--config" in r.stderr
 
 
