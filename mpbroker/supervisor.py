@@ -1099,6 +1099,11 @@ class Supervisor:
     # ------------------------------------------------------------------ spawning
     def start(self) -> None:
         """Make every channel, fork the controller, wait until it serves, fork the workers."""
+        from workers.handlers.alter_replica_log_dirs import recover_moves
+        try:
+            recover_moves(self.cfg.log_dirs)    # log dir moves a crash interrupted
+        except Exception:
+            log.exception("finishing interrupted log dir moves")
         ctl_pairs = {wid: socket.socketpair() for wid in range(self.num_workers)}
         mesh = {(i, j): socket.socketpair() for i in range(self.num_workers)
                 for j in range(i + 1, self.num_workers)}

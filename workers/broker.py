@@ -226,7 +226,7 @@ class Broker:
             self.retry_opens()
             self._report_offline()          # again, if the controller could not be told
             for p in list(self.partitions.values()) + list(self.followers.values()):
-                if p.closed:
+                if p.closed or p.moving:    # a replica moving between log dirs is left alone
                     continue
                 try:
                     self._housekeep_partition(p, now, due)
@@ -287,7 +287,7 @@ class Broker:
         tick: a pass never holds the worker long, and costs it at most ~5%."""
         for _ in range(CLEAN_SLICES):
             logs = {p.key: p.log for p in list(self.partitions.values()) +
-                    list(self.followers.values()) if not p.closed}
+                    list(self.followers.values()) if not p.closed and not p.moving}
             if not self._cleaners.step(logs, now, budget_ms=5):
                 return
             await asyncio.sleep(0)
@@ -570,7 +570,9 @@ class Broker:
         """Where the log of (topic, index) is: the log dir that holds it, else (a new
         one) the healthy log dir with the fewest partitions, as Kafka places them.
         KafkaStorageError when a log dir cannot tell whether it holds it (a failed
-        dir may: the partition is offline rather than started empty elsewhere)."""
+        dir may: the partition is offline rather than started empty elsewhere).
+        In no dir, a completed `-future` copy of a move a crash cut short is it
+        (workers/handlers/alter_replica_log_dirs.py)."""
         name = f"{topic}-{index}"
         unknown = None
         for d in self.log_dirs:
@@ -584,6 +586,10 @@ class Broker:
         if unknown is not None:
             self.offline_partitions[(topic, index)] = unknown[0]
             raise KafkaStorageError(f"{name}: log dir {unknown[0]} failed: {unknown[1]}")
+        from workers.handlers.alter_replica_log_dirs import complete_future
+        moved = complete_future(self.log_dirs, name)    # a move interrupted by a crash
+        if moved is not None:
+            return moved
         healthy = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
         return os.path.join(min(healthy, key=self._partitions_in), name)
 

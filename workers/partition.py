@@ -53,6 +53,12 @@ from workers import metrics
 CONTROL_BATCH_SIZE = len(build_control_batch(0, 0, 0, True, 0, 0))   # 78 bytes, fixed
 
 
+class ReplicaMovingError(serr.StorageError):
+    """Writes are paused while the replica moves to another log dir
+    (workers/handlers/alter_replica_log_dirs.py): NOT_LEADER_OR_FOLLOWER, retriable."""
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
 class Partition:
     def __init__(self, topic: str, index: int, topic_id: bytes, log: Log,
                  leader_epoch: int = 0, leader_id: int = -1, replicated: bool = False):
@@ -87,6 +93,11 @@ class Partition:
         self.bytes_in = 0
         self.bytes_out = 0
         self.closed = False
+        self.moving = False         # moving to another log dir: writes answer NOT_LEADER_OR_FOLLOWER
+
+    def _check_not_moving(self) -> None:
+        if self.moving:
+            raise ReplicaMovingError(f"{self.topic}-{self.index} is moving to another log dir")
 
     @property
     def key(self) -> tuple[str, int]:
@@ -123,7 +134,7 @@ class Partition:
         INVALID_PRODUCER_EPOCH (47) / TRANSACTION_COORDINATOR_FENCED (52) from the
         producer state, KAFKA_STORAGE_ERROR-like codes from the log.  The caller wakes
         the purgatories (the LSO may have moved)."""
-        if not getattr(self, "is_leader", True) or self.closed:
+        if not getattr(self, "is_leader", True) or self.closed or self.moving:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
             info = self.log.append_control(producer_id, producer_epoch, commit,
@@ -150,6 +161,7 @@ class Partition:
                 self.on_storage_error(self, None)       # serving again: logged
 
     def append(self, records: memoryview):
+        self._check_not_moving()
         try:
             info = self.log.append(records, self.leader_epoch)
         except serr.KafkaStorageError as e:
@@ -198,6 +210,7 @@ class Partition:
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: offset -1 means the high watermark. Returns the new low watermark."""
+        self._check_not_moving()
         if offset == -1:
             offset = self.high_watermark
         self.log.delete_records_before(offset)
@@ -388,6 +401,7 @@ class Partition:
     # -- follower side
     def append_as_follower(self, records):
         """Append batches copied from the leader (their offsets and epochs kept)."""
+        self._check_not_moving()
         try:
             info = self.log.append(records, -1, assign_offsets=False)
         except serr.KafkaStorageError as e:

@@ -445,6 +445,7 @@ class Router:
         self.routes[K.LIST_TRANSACTIONS] = self._route_list_transactions
         self.routes[K.WRITE_TXN_MARKERS] = self._route_markers
         self.routes[K.DESCRIBE_LOG_DIRS] = self._route_log_dirs
+        self.routes[K.ALTER_REPLICA_LOG_DIRS] = self._route_alter_log_dirs
 
     # ------------------------------------------------------------ peers
     @property
@@ -731,6 +732,14 @@ class Router:
         # each worker knows only the partitions it owns
         from workers.handlers.describe_log_dirs import merge
         return self._broadcast(ctx, req, handle, merge)
+
+    def _route_alter_log_dirs(self, ctx, req, handle):
+        # every worker gets it; each moves (and answers for) the partitions it owns
+        from workers.handlers.alter_replica_log_dirs import merge
+        out = self._broadcast(ctx, req, handle, lambda rs: merge(req, rs))
+        if inspect.isawaitable(out):
+            return out
+        return merge(req, [out])
 
     def _broadcast(self, ctx, req, handle, merge):
         """Asks every live worker (each owns some coordinators) and merges the answers;

@@ -1,6 +1,7 @@
 """`mpbroker log-dirs` (kafka-log-dirs.sh --describe): DescribeLogDirs on every broker.
 
     mpbroker log-dirs [--broker-list 1,2] [--topic-list a,b]
+    mpbroker log-dirs move --topic T --partition P --dir DIR [--broker ID] [--wait]
 
 Per broker, per log dir: the dir's error, its volume's total and usable bytes (v4), and
 per partition the size of its log data and its offset lag. Text: one table row per
@@ -9,8 +10,20 @@ layout: {"version": 1, "brokers": [{"broker", "logDirs": [{"logDir", "error",
 "totalBytes", "usableBytes", "partitions": [{"partition": "t-0", "size", "offsetLag",
 "isFuture"}]}]}]}. Sent with the project's own protocol client (confluent-kafka has no
 DescribeLogDirs); brokers come from Metadata.
+
+`move` is AlterReplicaLogDirs (what kafka-reassign-partitions.sh sends for the
+`log_dirs` of a reassignment JSON): the replica of T-P on each broker that hosts one
+(or only on --broker) moves to DIR, an absolute path among that broker's `log.dirs`.
+A refused partition (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, UNKNOWN_TOPIC_OR_PARTITION,
+REPLICA_NOT_AVAILABLE) is one error line and exit code 1. The move runs in the
+background on the broker; --wait polls DescribeLogDirs until the replica is served
+from DIR (within --request-timeout-ms). --json prints {"version": 1, "moves":
+[{"broker", "partition": "T-P", "logDir", "error", "done"}]}.
 """
 from __future__ import annotations
+
+import argparse
+import time
 
 from mpbroker.cli import admin as A
 from mpbroker.protocol import api_keys as K
@@ -78,8 +91,93 @@ def cmd_log_dirs(args) -> int:
     return 0
 
 
+def _replica_dirs(args, brokers, topic: str, partition: int) -> dict[int, tuple[str, bool]]:
+    """broker id -> (dir, is_future) of T-P's entries, the served one winning."""
+    body = {"topics": [{"topic": topic, "partitions": [partition]}]}
+    out: dict[int, tuple[str, bool]] = {}
+    responses = A.wire_calls(args, "log-dirs", [(b.host, b.port, K.DESCRIBE_LOG_DIRS,
+                                                 lambda v: body) for b in brokers])
+    for b, resp in zip(brokers, responses):
+        for r in resp.get("results") or ():
+            for t in r.get("topics") or ():
+                for p in t["partitions"]:
+                    if t["name"] == topic and p["partition_index"] == partition:
+                        if b.id not in out or not p["is_future_key"]:
+                            out[b.id] = (r["log_dir"], p["is_future_key"])
+    return out
+
+
+def cmd_move(args) -> int:
+    import os
+    if not os.path.isabs(args.dir):
+        raise A.CliError(f"--dir must be an absolute path: {args.dir}", 2)
+    client = A.admin_client(args)
+    md = A.metadata(args, client)
+    brokers = {b.id: b for b in md.brokers.values()}
+    if args.broker is not None:
+        if args.broker not in brokers:
+            raise A.CliError(f"broker {args.broker} is not in the cluster")
+        targets = [brokers[args.broker]]
+    else:
+        t = md.topics.get(args.topic)
+        part = t.partitions.get(args.partition) if t is not None else None
+        replicas = [r for r in (part.replicas if part is not None else ()) if r in brokers]
+        targets = [brokers[r] for r in replicas] or sorted(brokers.values(), key=lambda b: b.id)
+    body = {"dirs": [{"path": args.dir, "topics": [{"name": args.topic,
+                                                     "partitions": [args.partition]}]}]}
+    responses = A.wire_calls(args, "log-dirs move",
+                             [(b.host, b.port, K.ALTER_REPLICA_LOG_DIRS, lambda v: body)
+                              for b in targets])
+    name = f"{args.topic}-{args.partition}"
+    moves = []
+    for b, resp in zip(targets, responses):
+        codes = [p["error_code"] for t in resp.get("results") or () for p in t["partitions"]]
+        code = codes[0] if codes else 0
+        moves.append({"broker": b.id, "partition": name, "logDir": args.dir,
+                      "error": A.error_name(code) if code else None, "done": False})
+    failed = [m for m in moves if m["error"]]
+    if failed:
+        m = failed[0]
+        raise A.CliError(f"{m['error']}: broker {m['broker']} refused to move {name} to "
+                         f"{m['logDir']}")
+    deadline = time.monotonic() + A.timeout_s(args)
+    while True:
+        where = _replica_dirs(args, targets, args.topic, args.partition)
+        for m in moves:
+            m["done"] = where.get(m["broker"]) == (args.dir, False)
+        if not args.wait or all(m["done"] for m in moves):
+            break
+        if time.monotonic() > deadline:
+            raise A.CliError(f"REQUEST_TIMED_OUT: {name} is not in {args.dir} after "
+                             f"{args.request_timeout_ms} ms")
+        time.sleep(0.2)
+    if args.json:
+        A.emit_json({"version": 1, "moves": moves})
+        return 0
+    for m in moves:
+        state = "done" if m["done"] else "started"
+        print(f"broker {m['broker']}: moving {name} to {m['logDir']}: {state}")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("log-dirs", help="log directories and partition sizes (DescribeLogDirs)")
+    actions = p.add_subparsers(dest="log_dirs_action", metavar="{move}")
+    m = actions.add_parser("move", help="move a replica to another log dir of its broker "
+                                        "(AlterReplicaLogDirs)")
+    m.add_argument("--topic", required=True)
+    m.add_argument("--partition", type=int, required=True)
+    m.add_argument("--dir", required=True, metavar="DIR",
+                   help="the target log dir (absolute path, one of the broker's log.dirs)")
+    m.add_argument("--broker", type=int, metavar="ID",
+                   help="only this broker's replica (default: every broker hosting one)")
+    m.add_argument("--wait", action="store_true",
+                   help="wait until the replica is served from DIR")
+    A.add_common(m)
+    for action in m._actions:       # the parent's values of these are kept unless given here
+        if action.dest in ("bootstrap_server", "command_config", "json", "request_timeout_ms"):
+            action.default = argparse.SUPPRESS
+    m.set_defaults(func=lambda a: A.run(cmd_move, a))
     p.add_argument("--describe", action="store_true",
                    help="accepted for kafka-log-dirs.sh compatibility (the only action)")
     p.add_argument("--broker-list", metavar="ID,ID", help="brokers to ask (default: all)")

@@ -27,7 +27,7 @@ from workers.handlers import (alter_partition_reassignments, controlled_shutdown
                               list_partition_reassignments, controller_requests)
 from workers.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
                               end_txn, list_transactions, txn_offset_commit)
-from workers.handlers import describe_log_dirs
+from workers.handlers import alter_replica_log_dirs, describe_log_dirs
 
 
 class Handler(NamedTuple):
@@ -81,6 +81,7 @@ HANDLERS: dict[int, Handler] = {
     K.ALTER_PARTITION_REASSIGNMENTS: Handler(alter_partition_reassignments.handle, 0, 0),
     K.LIST_PARTITION_REASSIGNMENTS: Handler(list_partition_reassignments.handle, 0, 0),
     K.DESCRIBE_LOG_DIRS:       Handler(describe_log_dirs.handle, 0, 4),
+    K.ALTER_REPLICA_LOG_DIRS:  Handler(alter_replica_log_dirs.handle, 0, 2),
 }
 
 

@@ -11,7 +11,10 @@ the parent of its `<topic>-<partition>` directory), filtered by the request's to
 * PartitionSize: the bytes of data in its segments (`Log.size_bytes`), not the length
   of the preallocated active segment file.
 * OffsetLag: max(high watermark - log end offset, 0), Kafka's value for a current log.
-* IsFutureKey: always false (no AlterReplicaLogDirs move is ever in progress here).
+* IsFutureKey: true for the extra entry of a replica being moved by AlterReplicaLogDirs
+  (workers/handlers/alter_replica_log_dirs.py), under its target dir, with the current
+  log's size and offset lag (the copy is of the whole log, paused for writes); false
+  for the replica itself, listed under the dir it is served from until the swap.
 * TotalBytes / UsableBytes (v4+): statvfs of the dir's volume (f_blocks / f_bavail
   times f_frsize, as Java's FileStore). A dir whose volume cannot be read answers
   KAFKA_STORAGE_ERROR with no topics.
@@ -60,6 +63,14 @@ def describe(broker, wanted: set | None) -> list[dict]:
             {"partition_index": p.index, "partition_size": log.size_bytes,
              "offset_lag": max(log.high_watermark - log.log_end_offset, 0),
              "is_future_key": False})
+    from workers.handlers.alter_replica_log_dirs import future_entries
+    for target, p in future_entries(broker):
+        if p.closed or (wanted is not None and (p.topic, p.index) not in wanted):
+            continue
+        dirs.setdefault(_dir_key(target), {}).setdefault(p.topic, []).append(
+            {"partition_index": p.index, "partition_size": p.log.size_bytes,
+             "offset_lag": 0,
+             "is_future_key": True})
     results = []
     for path, topics in dirs.items():
         code, total, usable = _volume(path)
