@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import collections
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -170,6 +171,7 @@ def broker_main(sizes: list[int], workers: int) -> None:
                 t.join()
         finally:
             peer.stop()
+            shutil.rmtree(peer.workdir, ignore_errors=True)
         print(f"{n:10d} {answered:9.2f} {all_dirs:11.2f} {max(worst) * 1000:24.1f}"
               + (f"  error {code}" if code else ""))
 
