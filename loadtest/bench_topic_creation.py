@@ -21,7 +21,8 @@ and fsyncs as in the broker; nothing is pushed to workers).
 
 End to end instead: a fresh `mpbroker serve` per size answers one CreateTopics v4 of
 one topic with N partitions (the answer comes once the asking worker applied the new
-metadata, i.e. opened its share of the N logs); printed with the time `Log.open` takes
+metadata; since the workers open new logs in chunks, loadtest/bench_log_open.py, that
+is only the first chunk of its share of the N logs); printed with the time `Log.open` takes
 for N logs (each closed at once) in this process on the same disk (the raw cost), and
 their ratio.
 """

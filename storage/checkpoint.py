@@ -56,15 +56,17 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes) -> None:
-    """Write `data` to `path` via tmp + fsync + rename + directory fsync."""
+def atomic_write(path: str, data: bytes, durable: bool = True) -> None:
+    """Write `data` to `path` via tmp + fsync + rename + directory fsync (`durable`
+    False: tmp + rename only, for a file of a log just created, storage/log.py)."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except OSError:
         os.close(fd)
         try:
@@ -74,7 +76,8 @@ def atomic_write(path: str, data: bytes) -> None:
         raise
     os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    if durable:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 class CheckpointFile:

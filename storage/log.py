@@ -62,7 +62,18 @@ Durability.  Appends land in the page cache (the map).  `flush()` msyncs/fsyncs 
 segments past the recovery point and moves the recovery point to the log end; the
 flush policy is `flush.messages` / `flush.ms` (`maybe_flush(now_ms)`).
 `close(clean=True)` flushes, snapshots the producer state, trims the active segment,
-writes the checkpoints and the clean-shutdown marker.  `Log.open` without the marker
+writes the checkpoints and the clean-shutdown marker.
+
+A brand-new log (`Log.open` made its directory) is created as Kafka creates one: the
+directory and its files (empty segment, indexes, `partition.metadata`) are made without
+an fsync per file and without the checkpoint files (nothing to checkpoint: written by
+the first `checkpoint()`); the parent directory is fsynced (`sync_parent`, or by the
+caller once per batch of new logs, workers/broker.py).  A crash before anything was
+appended may lose such a log, or some of its files: it held nothing, nothing was
+acknowledged from it, and the next open makes it again (empty, with the topic id it is
+given) - Kafka's behaviour.  Its first `flush()` fsyncs `partition.metadata` and the
+directory before anything flushed can count as durable, so data that exists is as
+safe as in a log opened the old way.  `Log.open` without the marker
 recovers every segment from the one holding the recovery point: CRC-validated batch
 by batch, torn tails and preallocated zeros cut, indexes rebuilt; segments after a
 corrupt one are dropped.  A missing or insane index is rebuilt in any case.
@@ -248,16 +259,50 @@ class Log:
         self.recovered_bytes_truncated = 0      # for tests and metrics
         self.recovered = False                  # the open ran recovery (no clean marker)
         self._txn_rebuild_from: int | None = None  # recovery: rebuild txnindexes from here
+        self.created = False        # `open` made this log (its directory) just now
+        self._unsynced = False      # made by `_create`: files not yet fsynced (flush does)
 
     # ================================================================= opening
 
     @classmethod
     def open(cls, dir_path: str, config: LogConfig | None = None,
-             clock: Callable[[], int] | None = None, *, topic_id: bytes | None = None) -> "Log":
-        os.makedirs(dir_path, exist_ok=True)
+             clock: Callable[[], int] | None = None, *, topic_id: bytes | None = None,
+             sync_parent: bool = True) -> "Log":
+        """Open (recover) the log in `dir_path`, or create it there when the directory
+        does not exist (see the module doc, Durability: no fsync per file; the parent
+        directory is fsynced unless `sync_parent` is False, when the caller fsyncs it
+        before the log is used; `created` tells)."""
+        parent = os.path.dirname(os.path.abspath(dir_path))
+        if not os.path.isdir(parent):
+            os.makedirs(parent, exist_ok=True)
+        try:
+            os.mkdir(dir_path)
+            created = True
+        except FileExistsError:
+            created = False
         log = cls(dir_path, config or LogConfig(), clock or _default_clock)
-        log._load(topic_id)
+        log.created = created
+        if created:
+            log._create(topic_id)
+            if sync_parent:
+                fsync_dir(parent)
+        else:
+            log._load(topic_id)
         return log
+
+    def _create(self, topic_id) -> None:
+        """A brand-new, empty log in the directory just made: an empty active segment
+        at offset 0 and `partition.metadata`, not fsynced (Kafka creates a log so: a
+        crash before the first flush may lose this empty log; `flush()` makes the
+        files durable first, `_unsynced`)."""
+        self._add_segment(self._new_segment(0, active=False))
+        self.active_segment.make_active(self.config.segment_bytes)
+        self._rebuild_producer_state()          # nothing to read: as `_load` leaves it
+        self.producer_state.on_high_watermark_updated(0)
+        self._unsynced = True
+        if topic_id is not None:
+            self.write_topic_id(topic_id, durable=False)
+        self._check_invariants()
 
     def _load(self, topic_id) -> None:
         values = self.checkpoints.read()
@@ -445,11 +490,11 @@ class Log:
             self.write_topic_id(topic_id)
         self.topic_id = stored if stored is not None else topic_id
 
-    def write_topic_id(self, topic_id: bytes) -> None:
+    def write_topic_id(self, topic_id: bytes, durable: bool = True) -> None:
         """Write `partition.metadata` (Kafka's format: base64url uuid, no padding)."""
         text = base64.urlsafe_b64encode(topic_id).decode().rstrip("=")
         atomic_write(os.path.join(self.dir, PARTITION_METADATA_FILE),
-                     f"version: 0\ntopic_id: {text}\n".encode())
+                     f"version: 0\ntopic_id: {text}\n".encode(), durable=durable)
         self.topic_id = topic_id
 
     # ================================================================= properties
@@ -1077,11 +1122,29 @@ class Log:
     def flush(self) -> None:
         """msync/fsync every segment past the recovery point; recovery point = LEO."""
         self._check_open()
+        if self._unsynced:
+            self._sync_created()
         for seg in self.segments[self._segment_index(self.recovery_point):]:
             seg.flush()
         self.recovery_point = self.next_offset
         self._unflushed_messages = 0
         self.last_flush_ms = self.clock()
+
+    def _sync_created(self) -> None:
+        """The first flush of a log `_create` made: its `partition.metadata` and its
+        directory entries (segment files included) are made durable before the data."""
+        path = os.path.join(self.dir, PARTITION_METADATA_FILE)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            pass
+        else:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(self.dir)
+        self._unsynced = False
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """Flush when `flush.messages` or `flush.ms` says so; True if flushed."""

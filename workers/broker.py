@@ -49,6 +49,7 @@ from mpbroker import config as configmod
 from mpbroker.metadata.model import ClusterMetadata, uuid_from_str, uuid_to_str
 from storage.errors import DISK_FULL_ERRNOS, KafkaStorageError
 from storage.cleaner import CleanerManager, map_entries_for
+from storage.checkpoint import fsync_dir
 from storage.log import PARTITION_METADATA_FILE, Log, LogConfig
 
 from workers.fetch_session import FetchSessionCache
@@ -66,6 +67,8 @@ UNCLEAN_SHUTDOWN_EXIT = 1   # a stop that left partitions not closed cleanly
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 CLEAN_SLICES = 10           # compaction slices of 5 ms per housekeeping tick (of 1 s)
+OPEN_CHUNK = 64             # new logs opened per turn of the loop (`_open_pending`),
+OPEN_SLICE_S = 0.05         # or fewer when these seconds went by (a slow disk)
 # <topic>-<partition>, or <topic>-<partition>.<uuid>-delete (being deleted)
 PARTITION_DIR = re.compile(r"([a-zA-Z0-9._-]+)-(\d+)(\.[0-9a-f]{32}-delete)?\Z")
 
@@ -160,6 +163,15 @@ class Broker:
         self._reopen_pending = False   # a log could not be opened for want of space
         self._offline_reported: set = set()   # offline replicas the controller knows
         self.request_stop: Callable[[], None] | None = None  # workers/server.py sets it
+        # New partitions to open (`_reconcile` -> `_open_pending`), in order, and the
+        # task that opens them OPEN_CHUNK at a time; the parent dirs of logs created
+        # since the last dir fsync (`_sync_new_dirs`).
+        self._to_open: dict[tuple[str, int], None] = {}
+        self._opener: asyncio.Task | None = None
+        self._unsynced_dirs: set[str] = set()
+        self._open_all = False         # `start`: every log now, not in chunks
+        self._dir_counts: dict[str, int] | None = None   # see partition_dir
+        self._ack_when_open: int | None = None   # a placement revision to acknowledge
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -175,12 +187,22 @@ class Broker:
         from workers.txn.service import TransactionService, TxnVerifier
         self.transactions = TransactionService(self)
         self.txn_verifier = TxnVerifier(self)
-        self.apply_metadata(self.controller.metadata())
+        # The logs there are at start open before the worker says it is ready (Kafka's
+        # LogManager.startup loads every log first): not in chunks.
+        self._open_all = True
+        try:
+            self.apply_metadata(self.controller.metadata())
+        finally:
+            self._open_all = False
         self._background.append(loop.create_task(self._housekeeping()))
 
     def shutdown(self) -> None:
         for t in self._background:
             t.cancel()
+        if self._opener is not None:
+            self._opener.cancel()
+            self._opener = None
+        self._to_open.clear()
         if self.router is not None:
             self.router.close()
         if self.groups:
@@ -306,7 +328,9 @@ class Broker:
         self.placement = table
         if self.metadata is not None:
             self._reconcile(self.metadata)
-        if self.on_placement_applied is not None:
+        if self._to_open:
+            self._ack_when_open = table.revision    # acknowledged once they are open
+        elif self.on_placement_applied is not None:
             self.on_placement_applied(table.revision)
         return True
 
@@ -369,36 +393,49 @@ class Broker:
         moved to another worker or (cluster mode) this broker is among their offline
         replicas while another leads them (StopReplica without delete, controlled
         shutdown). A partition that fails to apply is logged and left for the next push;
-        the others still apply; a disk failure (OSError, KafkaStorageError) is fatal."""
+        the others still apply; a disk failure (OSError, KafkaStorageError) is fatal.
+
+        Partitions already open are updated here, at once (cheap: no file is touched).
+        New ones (a log to open: ~1 ms and more each) go to `_to_open`, opened
+        OPEN_CHUNK at a time (`_open_pending`): the first chunk now, the rest by a task
+        that lets the loop turn between chunks, so heartbeats and requests keep flowing
+        while thousands of new partitions open (a CreateTopics of max.broker.partitions
+        partitions).  Until its log is open a partition answers what Kafka answers for
+        one the broker does not host yet (NOT_LEADER_OR_FOLLOWER, retriable:
+        `partition_error`).  Every push recomputes the set, so a later push wins: a
+        partition no longer hosted (its topic deleted, moved to another worker) leaves
+        `_to_open` before it is opened, and one still to open is opened with the state
+        of the newest metadata (`self.metadata`)."""
         live, stopped = set(), set()
         me = self.broker_id
         now = self.clock()
+        settings: dict = {}
         for topic in md.topics.values():
-            settings = None
             for index, state in topic.partitions.items():
-                if (state.leader != me and me not in state.replicas) or \
-                        not self.owns(topic.name, index):
+                hosted = self._hosting(topic.name, index, state)
+                if hosted is None:
                     continue
                 key = (topic.name, index)
-                if state.leader != me and me in state.offline_replicas:
+                if hosted == "stopped":
                     stopped.add(key)
                     continue
                 live.add(key)
-                try:
-                    if settings is None:
-                        settings = (self.log_config(topic.configs), self._min_isr(topic.configs))
-                    self._apply_partition(topic, index, state, settings, now)
-                except (OSError, KafkaStorageError) as e:
-                    # Its log dir failed (now offline, see fail_log_dir), or it is full:
-                    # the partition stays closed (KAFKA_STORAGE_ERROR), a full one is
-                    # retried with the next push.
-                    if key not in self.offline_partitions:
-                        log.warning("opening %s-%d: %s (retried)", topic.name, index, e)
-                        self._reopen_pending = True
-                    if self.log_dir_failed is not None:
-                        return
-                except Exception:
-                    log.exception("applying metadata epoch %d to %s-%d", md.epoch, topic.name, index)
+                if key not in self.partitions and key not in self.followers and \
+                        key not in self.offline_partitions:
+                    self._to_open[key] = None     # a new log: opened in chunks
+                    continue
+                if not self._apply_one(md, topic, index, state, settings, now):
+                    return
+        for key in [k for k in self._to_open if k not in live]:
+            del self._to_open[key]      # deleted or moved away before it was opened
+        try:
+            loop = None if self._open_all else asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None                 # no loop (tests): all of them now
+        if not self._open_pending(None if loop is None else OPEN_CHUNK):
+            return
+        if self._to_open and self._opener is None:
+            self._opener = loop.create_task(self._open_in_chunks())
         cluster = bool(self.config.get("zookeeper.connect"))
         for key in [k for k in self.offline_partitions if k not in live]:
             del self.offline_partitions[key]        # deleted or moved away meanwhile
@@ -422,6 +459,102 @@ class Broker:
         # may be what a waiter was waiting for.
         for key in self.delete_records_purgatory.watch_keys():
             self.delete_records_purgatory.check_and_complete(key)
+
+    def _hosting(self, topic: str, index: int, state) -> str | None:
+        """"live" when this worker hosts (topic, index) in `state`, "stopped" when it
+        keeps its log closed (StopReplica without delete), None when not hosted."""
+        me = self.broker_id
+        if (state.leader != me and me not in state.replicas) or not self.owns(topic, index):
+            return None
+        if state.leader != me and me in state.offline_replicas:
+            return "stopped"
+        return "live"
+
+    def _apply_one(self, md, topic, index: int, state, settings: dict, now: int) -> bool:
+        """`_apply_partition` with its errors handled; False when the worker's last log
+        dir failed (stop applying)."""
+        key = (topic.name, index)
+        try:
+            s = settings.get(topic.name)
+            if s is None:
+                s = settings[topic.name] = (self.log_config(topic.configs),
+                                            self._min_isr(topic.configs))
+            self._apply_partition(topic, index, state, s, now)
+        except (OSError, KafkaStorageError) as e:
+            # Its log dir failed (now offline, see fail_log_dir), or it is full:
+            # the partition stays closed (KAFKA_STORAGE_ERROR), a full one is
+            # retried with the next push.
+            if key not in self.offline_partitions:
+                log.warning("opening %s-%d: %s (retried)", topic.name, index, e)
+                self._reopen_pending = True
+            if self.log_dir_failed is not None:
+                return False
+        except Exception:
+            log.exception("applying metadata epoch %d to %s-%d", md.epoch, topic.name, index)
+        return True
+
+    def _open_pending(self, limit: int | None) -> bool:
+        """Open up to `limit` (None: all) of the new partitions in `_to_open`, fewer
+        when OPEN_SLICE_S went by (at least one), each with its state in the newest
+        metadata, then fsync the parent dirs of the logs created (`_sync_new_dirs`)
+        before anything is served from them.  False when the worker's last log dir
+        failed."""
+        md = self.metadata
+        if md is None:
+            return True
+        now = self.clock()
+        settings: dict = {}
+        opened = []
+        self._dir_counts = {}       # `partition_dir`: each log dir listed once a chunk
+        until = None if limit is None else time.monotonic() + OPEN_SLICE_S
+        try:
+            while self._to_open and (limit is None or len(opened) < limit and
+                                     (not opened or time.monotonic() < until)):
+                key = next(iter(self._to_open))
+                del self._to_open[key]
+                topic = md.topics.get(key[0])
+                state = topic.partitions.get(key[1]) if topic is not None else None
+                if state is None or self._hosting(key[0], key[1], state) != "live" or \
+                        key in self.partitions or key in self.followers:
+                    continue        # (every push prunes `_to_open`: not expected)
+                opened.append(key)
+                if not self._apply_one(md, topic, key[1], state, settings, now):
+                    self._to_open.clear()
+                    return False
+        finally:
+            self._dir_counts = None
+            self._sync_new_dirs()
+            if not self._to_open and self._ack_when_open is not None:
+                rev, self._ack_when_open = self._ack_when_open, None
+                if self.on_placement_applied is not None:
+                    self.on_placement_applied(rev)    # its new logs are open now
+        for key in opened:
+            if key in self.partitions:
+                self.fetch_purgatory.check_and_complete(key)
+        return self.log_dir_failed is None
+
+    async def _open_in_chunks(self) -> None:
+        """The rest of `_to_open`, OPEN_CHUNK logs per turn of the loop."""
+        try:
+            while self._to_open and self.log_dir_failed is None:
+                await asyncio.sleep(0)
+                self._open_pending(OPEN_CHUNK)
+        finally:
+            if self._opener is asyncio.current_task():
+                self._opener = None
+
+    def _sync_new_dirs(self) -> None:
+        """One fsync per log dir for the logs `Log.open` created since the last call
+        (it makes the new partition directories' entries durable; the logs' own files
+        are not fsynced: storage/log.py, Durability - Kafka's way; an empty new
+        partition lost in a crash before anything was appended to it is made again
+        on the next open)."""
+        while self._unsynced_dirs:
+            d = self._unsynced_dirs.pop()
+            try:
+                fsync_dir(d)
+            except OSError as e:
+                self.fail_log_dir(d, e)
 
     def _apply_partition(self, topic, index: int, state, settings, now: int) -> None:
         key = (topic.name, index)
@@ -591,7 +724,17 @@ class Broker:
         if moved is not None:
             return moved
         healthy = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
-        return os.path.join(min(healthy, key=self._partitions_in), name)
+        if len(healthy) == 1:
+            return os.path.join(healthy[0], name)
+        counts = self._dir_counts      # a chunk of opens counts each dir once
+        if counts is None:
+            return os.path.join(min(healthy, key=self._partitions_in), name)
+        for d in healthy:
+            if d not in counts:
+                counts[d] = self._partitions_in(d)
+        chosen = min(healthy, key=counts.__getitem__)
+        counts[chosen] += 1
+        return os.path.join(chosen, name)
 
     @staticmethod
     def _partitions_in(log_dir: str) -> int:
@@ -620,7 +763,9 @@ class Broker:
                         uuid_to_str(stored), topic.name, uuid_to_str(topic.topic_id))
             self._delete_dir(path)
         lg = Log.open(path, self.log_config(topic.configs), clock=self.clock,
-                      topic_id=topic.topic_id)
+                      topic_id=topic.topic_id, sync_parent=False)
+        if lg.created:
+            self._unsynced_dirs.add(os.path.dirname(path))    # `_sync_new_dirs`
         p = Partition(topic.name, index, topic.topic_id, lg, leader_epoch=state.leader_epoch,
                       leader_id=state.leader, replicated=len(state.replicas) > 1)
         p.on_storage_error = self._on_storage_error

@@ -445,3 +445,73 @@ def test_preallocate_sizes_the_active_file_only_when_asked(tmp_path, clock, prea
     again.append(batch(1))
     again.close()
     assert os.path.getsize(again.active_segment.log_path) == again.active_segment.size
+
+
+def _fsyncs(monkeypatch):
+    """Every fsync from now on, as (path of the fd or "dir:<path>")."""
+    made = []
+    real = os.fsync
+
+    def fsync(fd):
+        made.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+    return made
+
+
+def test_a_new_log_is_created_with_one_fsync_of_its_parent_dir(tmp_path, clock, monkeypatch):
+    made = _fsyncs(monkeypatch)
+    tid = os.urandom(16)
+    log = Log.open(str(tmp_path / "new-0"), small_config(), clock, topic_id=tid)
+    assert log.created and made == [str(tmp_path)]         # Kafka's way: the parent only
+    assert log.topic_id == tid and log.log_end_offset == 0 and not log.recovered
+    assert (tmp_path / "new-0" / "partition.metadata").exists()
+    made.clear()
+    lazy = Log.open(str(tmp_path / "new-1"), small_config(), clock, sync_parent=False)
+    assert lazy.created and made == []                       # the caller fsyncs the parent
+    again = Log.open(str(tmp_path / "new-1"), small_config(), clock)
+    assert not again.created
+    lazy.close(clean=False)
+    again.close(clean=False)
+    log.close()
+
+
+def test_the_first_flush_of_a_new_log_makes_its_files_durable_first(tmp_path, clock,
+                                                                    monkeypatch):
+    log = Log.open(str(tmp_path / "new-0"), small_config(), clock, topic_id=os.urandom(16))
+    made = _fsyncs(monkeypatch)
+    log.append(batch(2), 0)
+    log.flush()
+    d = str(tmp_path / "new-0")
+    seg = os.path.join(d, "00000000000000000000.log")
+    meta = made.index(os.path.join(d, "partition.metadata"))
+    assert d in made[meta:made.index(seg)]                  # then the dir, then the data
+    made.clear()
+    log.append(batch(2), 0)
+    log.flush()                                              # once: no longer
+    assert d not in made and os.path.join(d, "partition.metadata") not in made
+    log.close()
+
+
+def test_a_new_log_whose_files_a_crash_lost_opens_again_empty(tmp_path, clock):
+    """Not fsynced at creation: a crash may leave the new directory with its files
+    missing or empty (nothing was appended, nothing acknowledged): it opens again."""
+    tid = os.urandom(16)
+    d = tmp_path / "new-0"
+    Log.open(str(d), small_config(), clock, topic_id=tid).close(clean=False)
+    (d / "partition.metadata").write_bytes(b"")
+    for name in os.listdir(d):
+        if name.endswith((".index", ".timeindex")):
+            os.unlink(d / name)
+        elif name.endswith(".log"):
+            os.truncate(d / name, 0)
+    log = Log.open(str(d), small_config(), clock, topic_id=tid)
+    assert log.topic_id == tid and log.log_end_offset == 0
+    log.append(batch(2), 0)
+    assert [o for o, _, _ in all_records(log)] == [0, 1]
+    log.close()
+    for name in os.listdir(d):
+        os.unlink(d / name)                                  # only the directory left
+    log = Log.open(str(d), small_config(), clock, topic_id=tid)
+    assert not log.created and log.topic_id == tid and log.log_end_offset == 0
+    log.close()
