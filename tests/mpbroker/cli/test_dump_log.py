@@ -142,15 +142,21 @@ def test_missing_unreadable_and_unknown_files_are_one_line_each(tmp_path, capsys
 
 # ------------------------------------------------------------ a running broker's files
 
+# The max RSS of a process includes its parent's at the fork and exec that made it (Linux
+# keeps the high-water mark across exec), so the pytest process, hundreds of MB late in
+# a suite, would be counted: a small launcher runs dump-log and reports its child's own.
+_LAUNCH = ("import resource, subprocess, sys\n"
+           "rc = subprocess.call(sys.argv[1:], stderr=subprocess.STDOUT)\n"
+           "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+           "sys.exit(rc)\n")
+
+
 def run_dump(*args) -> tuple[int, str, int]:
     """dump-log in its own process: (exit code, stdout, max RSS in KiB of that process)."""
-    p = subprocess.Popen([sys.executable, "-m", "mpbroker.cli.main", "dump-log", *map(str, args)],
-                         env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT)
-    out = p.stdout.read().decode()
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, out, usage.ru_maxrss
+    r = subprocess.run([sys.executable, "-c", _LAUNCH, sys.executable, "-m", "mpbroker.cli.main",
+                        "dump-log", *map(str, args)],
+                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), capture_output=True)
+    return r.returncode, r.stdout.decode(), int(r.stderr)
 
 
 @pytest.mark.integration
