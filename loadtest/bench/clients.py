@@ -8,6 +8,14 @@ shared value, so every process measures the same window:
     t0 .. t0+warmup              warm-up: produced and consumed, not counted
     t0+warmup .. t0+warmup+dur   the measured window (w0 .. w1)
 
+A live consumer is ready only once it is tailing: every partition assigned, positioned
+(its ListOffsets answered) and a first fetch answered (the end-of-partition event at
+offset 0 of the still empty topic; `_await_first_fetch`). Its start-up (metadata,
+librdkafka's offset-query timer, ListOffsets, the first Fetch) then happens before t0
+instead of in the round, where on a loaded machine it took longer than a `--tiny`
+round's warm-up and window (the consumer read nothing in the window), and it no longer
+competes with the producers for the broker.
+
 Record layout: the first 8 bytes of every value are the producer's `time.time_ns()` at
 produce(), big-endian; the rest is padding up to the record size. A consumer's end-to-end
 latency for a record is its receive time minus that stamp (one machine, one clock).
@@ -143,12 +151,19 @@ def _producer(spec, shared: Shared) -> dict:
 
 def _consumer(spec, shared: Shared) -> dict:
     """Live (tailing) consumer: throughput in the window and end-to-end latency."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+    # enable.partition.eof: the readiness check's signal (`_await_first_fetch`); later such
+    # an event (the tail reached, right after records) is neither a record nor an error
     c = Consumer({"bootstrap.servers": spec["bootstrap"], "group.id": spec["group"], **CONSUMER_DEFAULTS,
-                  **spec.get("consumer_config", {})})
+                  **spec.get("consumer_config", {}), "enable.partition.eof": True})
     topic, parts = spec["topic"], spec["partitions"]
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        _await_first_fetch(c, topic, parts, float(spec.get("ready_timeout_s", READY_TIMEOUT_S / 2)))
+    except BaseException:
+        c.close()
+        raise
     t0 = _wait_start(shared, "consumer")
     w0 = t0 + int(spec["warmup_s"] * NS)
     w1 = w0 + int(spec["duration_s"] * NS)
@@ -175,7 +190,7 @@ def _consumer(spec, shared: Shared) -> dict:
             in_window = w0 <= now < w1
             for m in msgs:
                 if m.error() is not None:
-                    errors += 1
+                    errors += m.error().code() != KafkaError._PARTITION_EOF
                     continue
                 v = m.value()
                 n = len(v)
@@ -198,6 +213,34 @@ def _consumer(spec, shared: Shared) -> dict:
             "window_bytes": w_bytes, "errors": errors, "latency_hist": Histogram().add_ns(lat).to_json(),
             "latency_samples": len(lat), "cpu_s": cpu1[0] - cpu0[0], "main_thread_cpu_s": cpu1[1] - cpu0[1],
             "wall_s": (time.time_ns() - t0) / NS}
+
+
+def _await_first_fetch(c, topic: str, parts: list[int], timeout_s: float) -> None:
+    """Until every partition of `parts` reported its end (PARTITION_EOF: positioned, a Fetch
+    answered). The topic is new and nothing produces before the start event, so a record
+    here is a bug of the bench; so is no end within `timeout_s` (the partitions never
+    became fetchable)."""
+    from confluent_kafka import KafkaError
+
+    waiting = set(parts)
+    last_error = None       # client errors meanwhile (a lost connection...): librdkafka retries
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"live consumer: no first fetch of {topic} partitions {sorted(waiting)} "
+                               f"within {timeout_s:.0f}s (last client error: {last_error})")
+        m = c.poll(min(0.5, left))
+        if m is None:
+            continue
+        err = m.error()
+        if err is None:
+            raise RuntimeError(f"live consumer: a record in {topic} [{m.partition()}] at offset "
+                               f"{m.offset()} before the start (the topic must be new)")
+        if err.code() == KafkaError._PARTITION_EOF:
+            waiting.discard(m.partition())
+        else:
+            last_error = err
 
 
 def _next_records(c) -> list:
