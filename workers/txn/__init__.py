@@ -23,7 +23,7 @@ in its ApiVersions answer; none of the clients this broker is tested with does:
 confluent-kafka 2.16.1 (librdkafka 2.16.0) sends EndTxn v1, AddPartitionsToTxn v0 and
 Produce up to v10; kafka-python 3.0.12 EndTxn/AddPartitionsToTxn v3 and Produce v9;
 aiokafka 0.14.0 v0 and Produce v7; kcat (librdkafka 2.0.2) EndTxn v1 and Produce v7
-(/work/shared/reference/CLIENT-API-USAGE.md, probe and sources). So ApiVersions stops at
+(seen on the wire and in the clients' sources). So ApiVersions stops at
 Produce v11, AddPartitionsToTxn v4, EndTxn v4 and finalizes no `transaction.version`; the
 `ClientTransactionVersion` tag of the log value (records.py) is decoded, so that records
 Kafka 4.x wrote load, and otherwise ignored: this coordinator writes the default 0.
