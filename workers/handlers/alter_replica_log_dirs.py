@@ -59,6 +59,7 @@ import shutil
 import uuid
 
 from mpbroker.protocol.errors import ErrorCode
+from storage.checkpoint import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -296,14 +297,6 @@ def write_marker(path: str) -> None:
     finally:
         os.close(fd)
     fsync_dir(path)
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def swap(broker, p, future: str) -> None:
