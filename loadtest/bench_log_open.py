@@ -40,6 +40,8 @@ from mpbroker import config as configmod
 from mpbroker.metadata import model
 from workers.broker import Broker
 
+from loadtest.loop_stall import LoopStall
+
 ME = 1
 
 
@@ -88,29 +90,17 @@ def one_round(n: int) -> tuple[float, float, int]:
 
         async def main():
             b.start(asyncio.get_running_loop())
-            gaps, done = [0.0], [False]
-
-            async def ticker():
-                last = time.perf_counter()
-                while not done[0]:
-                    await asyncio.sleep(0)
-                    now = time.perf_counter()
-                    gaps[0] = max(gaps[0], now - last)
-                    last = now
-            t = asyncio.create_task(ticker())
-            await asyncio.sleep(0)
-            before = sum(FSYNCS.values())
-            start = time.perf_counter()
-            b.apply_metadata(metadata({"bench": (model.generate_topic_id(), n)}, 2))
-            while len(b.partitions) < n:
-                await asyncio.sleep(0.001)
-            took = time.perf_counter() - start
-            fsyncs = sum(FSYNCS.values()) - before
-            APPLY_FSYNCS.update(FSYNCS)     # where, not counting the shutdown's
-            done[0] = True
-            await t
+            async with LoopStall() as stall:
+                before = sum(FSYNCS.values())
+                start = time.perf_counter()
+                b.apply_metadata(metadata({"bench": (model.generate_topic_id(), n)}, 2))
+                while len(b.partitions) < n:
+                    await asyncio.sleep(0.001)
+                took = time.perf_counter() - start
+                fsyncs = sum(FSYNCS.values()) - before
+                APPLY_FSYNCS.update(FSYNCS)     # where, not counting the shutdown's
             b.shutdown()
-            return took, gaps[0], fsyncs
+            return took, stall.longest_s, fsyncs
         return asyncio.run(main())
 
 

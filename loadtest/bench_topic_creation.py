@@ -38,6 +38,8 @@ from mpbroker import config as configmod
 from mpbroker.controller.embedded import EmbeddedController
 from mpbroker.metadata import model
 
+from loadtest.loop_stall import LoopStall
+
 
 def controller(tmp: str) -> EmbeddedController:
     ctl = EmbeddedController(configmod.BrokerConfig({
@@ -58,24 +60,12 @@ def batch_round(n: int) -> tuple[float, float]:
         ctl = controller(tmp)
 
         async def main():
-            gaps, done = [0.0], [False]
-
-            async def ticker():
-                last = time.perf_counter()
-                while not done[0]:
-                    await asyncio.sleep(0)
-                    now = time.perf_counter()
-                    gaps[0] = max(gaps[0], now - last)
-                    last = now
-            t = asyncio.create_task(ticker())
-            await asyncio.sleep(0)
-            start = time.perf_counter()
-            res = await ctl.create_topics(specs(n), False, 0)
-            took = time.perf_counter() - start
-            done[0] = True
-            await t
+            async with LoopStall() as stall:
+                start = time.perf_counter()
+                res = await ctl.create_topics(specs(n), False, 0)
+                took = time.perf_counter() - start
             assert all(r["error_code"] == 0 for r in res)
-            return took, gaps[0]
+            return took, stall.longest_s
         return asyncio.run(main())
 
 
