@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.integration.broker import REPO_ROOT, api_versions_v0, free_port
+from tests.integration.broker import REPO_ROOT, api_versions_v0, free_port, wait_until
 
 UNIT = REPO_ROOT / "conf" / "mpbroker.service"
 SYSUSERS = REPO_ROOT / "conf" / "mpbroker.sysusers"
@@ -151,15 +151,14 @@ def test_broker_runs_under_the_sandbox_effects(tmp_path):
                             env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1"),
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while True:
+        def serving() -> bool:
             assert proc.poll() is None, (tmp_path / "broker.log").read_text()
             try:
                 api_versions_v0(f"127.0.0.1:{port}", timeout=2.0)
-                break
+                return True
             except (OSError, ConnectionError):
-                assert time.monotonic() < deadline, (tmp_path / "broker.log").read_text()
-                time.sleep(0.2)
+                return False
+        wait_until(serving, 120, "the sandboxed broker to serve", step=0.2)
         import psutil
         supervisor = psutil.Process(proc.pid).children()[0]          # strace's tracee
         status = Path(f"/proc/{supervisor.pid}/status").read_text()
