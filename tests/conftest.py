@@ -35,6 +35,18 @@ def require_module(name: str):
         require(name, str(e))
 
 
+def record_fsyncs(monkeypatch) -> list:
+    """Every `os.fsync` from now on, as the path of its descriptor (a file or a dir)."""
+    made = []
+    real = os.fsync
+
+    def fsync(fd):
+        made.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+    return made
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running test (kept in the suite; deselect with -m 'not slow')")
     config.addinivalue_line("markers", "integration: starts a real broker process")

@@ -7,6 +7,7 @@ from storage.errors import (CorruptRecordError, InvalidOffsetError,
                             MessageTooLargeError, OffsetOutOfRangeError,
                             OutOfOrderSequenceError, RecordBatchTooLargeError)
 from storage.log import InconsistentTopicIdError, Log, LogConfig
+from tests.conftest import record_fsyncs
 
 
 class Clock:
@@ -447,20 +448,8 @@ def test_preallocate_sizes_the_active_file_only_when_asked(tmp_path, clock, prea
     assert os.path.getsize(again.active_segment.log_path) == again.active_segment.size
 
 
-def _fsyncs(monkeypatch):
-    """Every fsync from now on, as (path of the fd or "dir:<path>")."""
-    made = []
-    real = os.fsync
-
-    def fsync(fd):
-        made.append(os.readlink(f"/proc/self/fd/{fd}"))
-        return real(fd)
-    monkeypatch.setattr(os, "fsync", fsync)
-    return made
-
-
 def test_a_new_log_is_created_with_one_fsync_of_its_parent_dir(tmp_path, clock, monkeypatch):
-    made = _fsyncs(monkeypatch)
+    made = record_fsyncs(monkeypatch)
     tid = os.urandom(16)
     log = Log.open(str(tmp_path / "new-0"), small_config(), clock, topic_id=tid)
     assert log.created and made == [str(tmp_path)]         # Kafka's way: the parent only
@@ -479,7 +468,7 @@ def test_a_new_log_is_created_with_one_fsync_of_its_parent_dir(tmp_path, clock, 
 def test_the_first_flush_of_a_new_log_makes_its_files_durable_first(tmp_path, clock,
                                                                     monkeypatch):
     log = Log.open(str(tmp_path / "new-0"), small_config(), clock, topic_id=os.urandom(16))
-    made = _fsyncs(monkeypatch)
+    made = record_fsyncs(monkeypatch)
     log.append(batch(2), 0)
     log.flush()
     d = str(tmp_path / "new-0")

@@ -15,6 +15,7 @@ import pytest
 from mpbroker.metadata import model
 from mpbroker.protocol.errors import ErrorCode
 from workers import broker as brokermod
+from tests.conftest import record_fsyncs
 from tests.workers.test_reconcile_cluster import ME, make_broker, metadata, run
 
 CHUNK = 4
@@ -124,13 +125,7 @@ def test_the_logs_there_at_start_open_before_the_worker_is_ready(tmp_path):
 
 def test_one_fsync_of_the_log_dir_per_chunk(tmp_path, monkeypatch):
     n = 2 * CHUNK
-    made = []
-    real = os.fsync
-
-    def fsync(fd):
-        made.append(os.readlink(f"/proc/self/fd/{fd}"))
-        return real(fd)
-    monkeypatch.setattr(os, "fsync", fsync)
+    made = record_fsyncs(monkeypatch)
 
     async def main():
         b = make_broker(tmp_path, metadata(epoch=1))
