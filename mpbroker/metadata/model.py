@@ -72,7 +72,11 @@ class MetadataError(Exception):
 
 
 MAX_TOPIC_NAME_LENGTH = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka's two internal topics: committed offsets and group metadata
+# (GroupCoordinator), transaction state (TransactionCoordinator).
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 ZERO_UUID = bytes(16)
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+\Z")
 
