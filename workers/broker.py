@@ -144,7 +144,7 @@ class Broker:
         self._cleaners = self._cleaner_manager(config)
         # Placement (workers/placement.py): one worker owns everything until the
         # controller pushes the shard table; `router` (workers/router.py) is set by the
-        # process that builds the mesh (supervisor.run_worker).
+        # process that builds the mesh (workers/main.py run_worker).
         self.placement = PlacementTable()
         self.router = None
         self.on_placement_applied: Callable[[int], None] | None = None

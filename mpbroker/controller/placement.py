@@ -157,7 +157,7 @@ def _write_table(path: str, table: PlacementTable) -> None:
 class PlacementManager:
     def __init__(self, cfg, service, num_workers: int | None = None):
         self.cfg = cfg
-        self.service = service          # supervisor.ControllerService: links, broadcast
+        self.service = service          # controller_rpc.ControllerService: links, broadcast
         self.path = placement_path(cfg.log_dirs[0])
         n = num_workers if num_workers is not None else cfg.num_workers
         old = load_table(self.path) or PlacementTable(0, n)
@@ -204,7 +204,7 @@ class PlacementManager:
     def publish(self, table: PlacementTable) -> None:
         save_table(self.path, table)
         self.table = table
-        self.service._broadcast({"op": "placement", "table": table})
+        self.service.broadcast({"op": "placement", "table": table})
 
     async def wait_applied(self, wid: int, revision: int, timeout: float = ACK_TIMEOUT_S) -> bool:
         """Until worker `wid` applied `revision` (True), or is not connected (False)."""

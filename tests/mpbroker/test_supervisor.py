@@ -1,10 +1,9 @@
-"""The supervisor's parts: channel framing with fd passing, the heartbeat table across a
-fork, the controller RPC against a real EmbeddedController, the reload merge, and the
-arbiter itself with stand-in children (a mesh of two workers, pinning, crash-loop stop).
-"""
+"""The arbiter (mpbroker/supervisor.py) with stand-in children: a mesh of two workers,
+pinning, boot failures and crash loops, hung children, systemd notifications while
+stopping, listener eviction. Its parts are tested beside their modules (test_ipc,
+test_heartbeats, test_controller_rpc, test_config_reload)."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -17,6 +16,8 @@ import pytest
 
 from mpbroker import config as configmod
 from mpbroker import supervisor as sup
+from mpbroker.heartbeats import CS_DONE, READY
+from workers.main import WORKER_BOOT_ERROR
 
 
 def cfg_for(tmp_path, **extra):
@@ -24,154 +25,6 @@ def cfg_for(tmp_path, **extra):
              "log.dirs": str(tmp_path / "data")}
     props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
     return configmod.BrokerConfig(props)
-
-
-# ------------------------------------------------------------------ channels
-def test_link_frames_survive_any_split_and_carry_fds():
-    a, b = socket.socketpair()
-    got = []
-    rx = sup.Link(b, got.append)
-    tx = sup.Link(a, lambda m: None)
-    data = sup.encode({"n": 1}) + sup.encode(list(range(1000)))
-    for i in range(len(data)):                     # byte by byte
-        a.send(data[i:i + 1])
-        rx.poll(1)
-    assert got == [{"n": 1}, list(range(1000))]
-    r, w = os.pipe()
-    tx.send({"op": "peer"}, fds=[w])
-    tx.flush(1)
-    while len(got) < 3:
-        rx.poll(1)
-    fd = rx.take_fd()
-    os.close(w)
-    os.write(fd, b"through the passed fd")
-    assert os.read(r, 100) == b"through the passed fd"
-    os.close(fd), os.close(r)
-
-
-def test_link_reports_eof():
-    a, b = socket.socketpair()
-    closed = []
-    rx = sup.Link(b, lambda m: None, lambda: closed.append(True))
-    a.close()
-    rx.poll(1)
-    assert closed == [True] and rx.closed
-
-
-def test_heartbeat_table_is_shared_with_a_forked_child():
-    table = sup.HeartbeatTable(2)
-    table.reset(1)
-    assert table.read(1)[1] == sup.BOOTING
-    pid = os.fork()
-    if pid == 0:
-        table.beat(1)
-        os._exit(0)
-    os.waitpid(pid, 0)
-    got_pid, state, last = table.read(1)
-    assert (got_pid, state) == (pid, sup.READY)
-    assert time.monotonic() - last < 5
-
-
-# ------------------------------------------------------------------ controller RPC
-class FakeWorker:
-    def __init__(self):
-        self.epochs = []
-
-    def apply_metadata(self, md):
-        self.epochs.append(md.epoch)
-
-
-@pytest.fixture
-def rpc(tmp_path):
-    """A real EmbeddedController behind ControllerService on a thread's loop; two clients."""
-    from mpbroker.controller.embedded import EmbeddedController
-    ctl = EmbeddedController(cfg_for(tmp_path))
-    ctl.register_broker(0, "127.0.0.1", 9092)
-    loop = asyncio.new_event_loop()
-    pairs = [socket.socketpair() for _ in range(2)]
-    ready = threading.Event()
-
-    def serve():
-        asyncio.set_event_loop(loop)
-        service = sup.ControllerService(ctl, loop)
-        for i, (ctl_end, _) in enumerate(pairs):
-            service.add_worker(i, ctl_end)
-        loop.call_soon(ready.set)
-        loop.run_forever()
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    ready.wait(5)
-    clients = []
-    for _, worker_end in pairs:
-        c = sup.ControllerClient(worker_end)
-        c.hello(5)
-        clients.append(c)
-    yield ctl, clients
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(5)
-
-
-def test_hello_gives_the_broker_id_metadata_and_config(rpc):
-    ctl, (c, _) = rpc
-    assert c.broker_id == 0
-    assert c.metadata().epoch == ctl.md.epoch and 0 in c.metadata().brokers
-    assert c.broker_config()["log.retention.hours"] == 168
-
-
-def test_a_change_reaches_the_caller_before_its_reply_and_the_others_soon(rpc):
-    ctl, (c0, c1) = rpc
-    w0, w1 = FakeWorker(), FakeWorker()
-    c0.attach_worker(w0), c1.attach_worker(w1)
-    c0._call_sync("ensure_internal_topic", ("__consumer_offsets",))   # a blocking call
-    assert "__consumer_offsets" in c0.metadata().topics
-    assert w0.epochs == [ctl.md.epoch]
-    deadline = time.monotonic() + 5
-    while not w1.epochs and time.monotonic() < deadline:
-        c1.link.poll(0.1)
-    assert w1.epochs == [ctl.md.epoch]
-
-    async def create():
-        c0.attach(asyncio.get_running_loop())
-        return await c0.create_topics(
-            [{"name": "t", "num_partitions": 3, "replication_factor": 1,
-              "assignments": [], "configs": {}}], False, 1000)
-
-    (res,) = asyncio.run(create())
-    assert res["error_code"] == 0 and res["num_partitions"] == 3
-    assert len(c0.metadata().topics["t"].partitions) == 3
-
-
-def test_errors_and_dynamic_config_cross_the_channel(rpc):
-    ctl, (c0, c1) = rpc
-
-    async def calls():
-        c0.attach(asyncio.get_running_loop())
-        pid0 = await c0.allocate_producer_id()
-        pid1 = await c0.allocate_producer_id()
-        out = await c0.alter_configs([(4, "", [("log.retention.ms", 0, "1234")])], True, False)
-        return pid0, pid1, out
-
-    pid0, pid1, out = asyncio.run(calls())
-    assert pid1 == pid0 + 1
-    assert out == [(4, "", 0, None)]
-    assert c0.broker_config()["log.retention.ms"] == 1234
-    with pytest.raises(RuntimeError, match="unknown controller method"):
-        c0._call_sync("close", ())
-
-
-# ------------------------------------------------------------------ reload
-def test_reload_applies_dynamic_keys_and_keeps_static_ones(tmp_path):
-    old = cfg_for(tmp_path, **{"log_retention_ms": 1000, "num_partitions": 1})
-    new = cfg_for(tmp_path, **{"log_retention_ms": 2000, "num_partitions": 5,
-                               "log_level": "DEBUG"})
-    merged, needs_restart = sup.merge_reload(old, new)
-    assert merged["log.retention.ms"] == 2000
-    assert merged.get("log.level") == "DEBUG"
-    expected_static = [k for k in ("num.partitions",)
-                       if not configmod.BROKER_CONFIGS[k].dynamic]
-    for k in expected_static:
-        assert merged[k] == old[k] and k in needs_restart
 
 
 # ------------------------------------------------------------------ the arbiter
@@ -217,7 +70,6 @@ def run_supervisor(s: sup.Supervisor, timeout: float = 20) -> int:
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_two_workers_get_a_mesh_and_their_own_cores(tmp_path, monkeypatch):
-    monkeypatch.setattr(sup, "MULTI_WORKER_ROUTING", True)
     cfg = cfg_for(tmp_path, num_workers=2, **{"worker.heartbeat.timeout.ms": 2000})
     s = sup.Supervisor(cfg, worker_target=mesh_worker(tmp_path),
                        controller_target=dummy_controller, notifier=sup.sdnotify.Notifier(None))
@@ -233,7 +85,7 @@ def test_two_workers_get_a_mesh_and_their_own_cores(tmp_path, monkeypatch):
 
 def test_a_worker_that_never_boots_stops_the_supervisor(tmp_path, capsys):
     def broken(cfg, wid, *rest):
-        return sup.WORKER_BOOT_ERROR
+        return WORKER_BOOT_ERROR
 
     cfg = cfg_for(tmp_path, **{"worker.boot.max.failures": 3})
     s = sup.Supervisor(cfg, worker_target=broken, controller_target=dummy_controller,
@@ -356,7 +208,7 @@ def cs_controller(delay):
             except BlockingIOError:
                 pass
             done = asked is not None and time.monotonic() - asked > delay
-            heartbeats.beat(0, sup.CS_DONE if done else sup.READY)
+            heartbeats.beat(0, CS_DONE if done else READY)
             time.sleep(interval)
     return target
 

@@ -1,0 +1,203 @@
+"""The process tree's channel framing (mpbroker/ipc.py): pickled meta + raw buffers,
+partial reads and writes, malformed or truncated frames (the channel closes with a log
+line), file descriptors passed with a frame, and blocking use without a loop."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import socket
+import struct
+
+import pytest
+
+from mpbroker import ipc
+from mpbroker.ipc import Channel, FrameError, decode, encode
+
+
+def _frame(msg) -> bytes:
+    chunks, _ = encode(msg)
+    return b"".join(bytes(c) for c in chunks)
+
+
+def _body(encoded) -> memoryview:
+    chunks, total = encoded if isinstance(encoded, tuple) else (encoded, None)
+    data = b"".join(bytes(c) for c in chunks)
+    assert total is None or total == len(data)
+    (size,) = struct.unpack_from("<I", data)
+    assert size == len(data) - 4
+    return memoryview(data)[4:]
+
+
+def test_encode_decode_roundtrip_with_buffers():
+    payload = bytearray(b"x" * 1000)
+    chunks = encode({"op": "req", "id": 7}, [memoryview(payload)[:10], b"", b"abc"])
+    msg = decode(_body(chunks))
+    assert msg["op"] == "req" and msg["id"] == 7
+    assert [bytes(b) for b in msg["raw"]] == [b"x" * 10, b"", b"abc"]
+    assert not msg["raw"][0].readonly       # the owner appends in place
+
+
+def test_decode_owned_gives_views_of_the_frame():
+    chunks = encode({"a": 1}, [b"hello"])
+    body = bytearray(_body(chunks))
+    msg = decode(memoryview(body), owned=True)
+    body[-5:] = b"HELLO"
+    assert bytes(msg["raw"][0]) == b"HELLO"
+
+
+def test_decode_without_buffers():
+    assert decode(_body(encode(["any", 1]))) == ["any", 1]
+
+
+@pytest.mark.parametrize("body", [
+    b"",                                                          # shorter than its header
+    struct.pack("<II", 100, 0) + b"x",                           # meta longer than frame
+    struct.pack("<II", 1, 70000),                                 # too many buffers
+    struct.pack("<III", 1, 1, 5) + b"N" + b"abc",                 # buffer lengths wrong
+    struct.pack("<II", 3, 0) + b"zzz",                           # meta does not unpickle
+    struct.pack("<III", len(pickle.dumps(1)), 1, 1) + pickle.dumps(1) + b"a",  # raw on int
+])
+def test_decode_malformed(body):
+    with pytest.raises(FrameError):
+        decode(memoryview(body))
+
+
+def _pair(received, closed=None):
+    a, b = socket.socketpair()
+    la = Channel(a, lambda m: None)
+    lb = Channel(b, received.append, closed.append if closed is not None else None)
+    return a, b, la, lb
+
+
+async def _until(cond, timeout=5.0):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        assert loop.time() < end, "timed out"
+        await asyncio.sleep(0.005)
+
+
+def test_many_messages_small_and_large_in_order():
+    async def run():
+        got = []
+        _, _, la, lb = _pair(got)
+        loop = asyncio.get_running_loop()
+        la.attach(loop)
+        lb.attach(loop)
+        big = bytes(range(256)) * 8192            # 2 MiB: larger than the read chunk
+        for i in range(60):
+            la.send({"i": i}, [memoryview(big)[:i * 40000], b"t"] if i % 3 else ())
+        await _until(lambda: len(got) == 60)
+        for i, m in enumerate(got):
+            assert m["i"] == i
+            if i % 3:
+                assert bytes(m["raw"][0]) == big[:i * 40000] and bytes(m["raw"][1]) == b"t"
+            else:
+                assert "raw" not in m
+        assert la.bytes_sent == lb.bytes_received
+        la.close()
+        lb.close()
+    asyncio.run(run())
+
+
+def test_queued_writes_before_attach_are_sent():
+    async def run():
+        got = []
+        _, _, la, lb = _pair(got)
+        data = b"y" * (3 << 20)
+        for i in range(4):                        # socket buffer fills: the rest queues
+            la.send({"i": i}, [data])
+        assert la.out
+        loop = asyncio.get_running_loop()
+        la.attach(loop)
+        lb.attach(loop)
+        await _until(lambda: len(got) == 4)
+        assert [m["i"] for m in got] == [0, 1, 2, 3]
+        assert all(bytes(m["raw"][0]) == data for m in got)
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("raw", [
+    struct.pack("<I", ipc.MAX_FRAME + 1) + b"x" * 16,                  # absurd size
+    struct.pack("<I", 9) + struct.pack("<II", 1, 0) + b"\xff",         # meta not a pickle
+    struct.pack("<I", 8 + 4 + 1) + struct.pack("<III", 1, 1, 7) + b"N",  # lengths wrong
+])
+def test_bad_frame_closes_the_link_with_a_log_line(raw, caplog):
+    async def run():
+        got, closed = [], []
+        a, _, _, lb = _pair(got, closed)
+        lb.attach(asyncio.get_running_loop())
+        a.sendall(raw)
+        await _until(lambda: closed)
+        assert lb.closed and not got
+    with caplog.at_level(logging.ERROR, logger="mpbroker.ipc"):
+        asyncio.run(run())
+    assert any("unreadable frame" in r.getMessage() for r in caplog.records)
+
+
+def test_truncated_frame_then_eof_closes_the_link():
+    async def run():
+        got, closed = [], []
+        a, _, _, lb = _pair(got, closed)
+        lb.attach(asyncio.get_running_loop())
+        chunks, _ = encode({"i": 1}, [b"z" * 200000])
+        data = b"".join(bytes(c) for c in chunks)
+        a.sendall(data[:100000])                  # a large frame, cut short
+        await asyncio.sleep(0.05)
+        assert not closed and not got
+        a.close()
+        await _until(lambda: closed)
+        assert not got
+    asyncio.run(run())
+
+
+def test_handler_exception_does_not_close_the_link():
+    async def run():
+        got = []
+
+        def on_message(m):
+            got.append(m)
+            raise RuntimeError("boom")
+        a, b = socket.socketpair()
+        la, lb = Channel(a, lambda m: None), Channel(b, on_message)
+        loop = asyncio.get_running_loop()
+        la.attach(loop)
+        lb.attach(loop)
+        la.send({"i": 1})
+        la.send({"i": 2})
+        await _until(lambda: len(got) == 2)
+        assert not lb.closed
+    asyncio.run(run())
+
+
+def test_channel_frames_survive_any_split_and_carry_fds():
+    a, b = socket.socketpair()
+    got = []
+    rx = Channel(b, got.append, pass_fds=True)
+    tx = Channel(a, lambda m: None)
+    data = _frame({"n": 1}) + _frame(list(range(1000)))
+    for i in range(len(data)):                     # byte by byte
+        a.send(data[i:i + 1])
+        rx.poll(1)
+    assert got == [{"n": 1}, list(range(1000))]
+    r, w = os.pipe()
+    tx.send({"op": "peer"}, fds=[w])
+    tx.flush(1)
+    while len(got) < 3:
+        rx.poll(1)
+    fd = rx.take_fd()
+    os.close(w)
+    os.write(fd, b"through the passed fd")
+    assert os.read(r, 100) == b"through the passed fd"
+    os.close(fd), os.close(r)
+
+
+def test_channel_reports_eof():
+    a, b = socket.socketpair()
+    closed = []
+    rx = Channel(b, lambda m: None, lambda ch: closed.append(True))
+    a.close()
+    rx.poll(1)
+    assert closed == [True] and rx.closed
