@@ -3,9 +3,10 @@ so that `ps` and `top` tell the processes apart (they are forks of one command l
 Each process sets its own title once, first thing (setproctitle rewrites argv in place)."""
 from __future__ import annotations
 
+from setproctitle import setproctitle
+
 PREFIX = "mpbroker: "
 
 
 def set_title(role: str) -> None:
-    from setproctitle import setproctitle
     setproctitle(PREFIX + role)

@@ -1,44 +1,32 @@
 """The supervisor: the pre-fork arbiter of mpbroker (ARCHITECTURE §1; gunicorn's arbiter).
 
-Processes (all forked by the supervisor, none exec'd):
+Processes: the controller (mpbroker/controller_main.py: the one writer of cluster
+metadata) and one worker per core (workers/main.py: `num.workers`, pinned with
+`worker.cpu.affinity`), all forked (no exec). Channels: AF_UNIX socket pairs made here
+before the fork that hands each end to its process, framed by mpbroker/ipc.py. The
+supervisor only writes to its children ("control": config reloads, a respawned worker's
+new channel ends passed with SCM_RIGHTS); a child that reads EOF there has lost its
+supervisor and stops. Each worker talks to the controller (mpbroker/controller_rpc.py)
+and to every other worker (the mesh, workers/mesh.py); this module makes, hands over
+and replaces those sockets.
 
-    supervisor  (main process: signals, systemd, reaping, respawning, heartbeats)
-      ├── controller  mpbroker/controller_main.py: the EmbeddedController, the one writer
-      │               of cluster metadata (with zookeeper.connect: the ZkController,
-      │               mpbroker/controller/zk.py), behind the controller RPC
-      └── worker i    workers/main.py: one per core (`num.workers`), pinned
-                      (`worker.cpu.affinity`), its own SO_REUSEPORT listener, uvloop
+Heartbeats (mpbroker/heartbeats.py): a child marks its slot READY once it serves, then
+beats every `min(timeout, eviction)/4` (at most 1 s) from its event loop. The supervisor
+kills (SIGKILL) a READY child whose beat is older than `worker.heartbeat.timeout.ms`: a
+loop that is blocked or a process that is stopped stops beating.
 
-Channels, all AF_UNIX SOCK_STREAM socket pairs made by the supervisor before the fork
-that hands each end to its process, framed by mpbroker/ipc.py:
-
-* supervisor <-> controller, supervisor <-> each worker ("control"): the supervisor only
-  writes (config reloads, and the new channel ends of a respawned worker, passed with
-  SCM_RIGHTS). A child that reads EOF there has lost its supervisor and stops.
-* worker i <-> controller: the controller RPC (mpbroker/controller_rpc.py) and the
-  controller's metadata pushes.
-* worker i <-> worker j: a full mesh for cross-worker routing (`workers/router.py` over
-  `workers/mesh.py`; this module creates, hands over and replaces the sockets).
-
-Heartbeats (mpbroker/heartbeats.py): an anonymous shared mmap created before any fork,
-one slot per child. A child marks itself READY once it serves, then a task on its event
-loop beats every `min(timeout, eviction)/4` (at most 1 s). The supervisor kills (SIGKILL)
-a READY child whose beat is older than `worker.heartbeat.timeout.ms`: a loop that is
-blocked or a process that is stopped stops beating.
-
-Listeners: the supervisor makes each worker's client socket (bound with SO_REUSEPORT,
-not listening) before the fork and keeps its own handle of it; the worker calls
-`listen()` once it can serve, which puts it in the kernel's reuseport group. A READY
-worker whose beat is older than `worker.listener.eviction.ms` (3 s; below the heartbeat
-timeout) is taken out of the group: the supervisor `shutdown()`s the shared socket, so
-the kernel hands new connections to the other workers only (connections still queued on
-it are reset and the client reconnects, or with the `net.ipv4.tcp_migrate_req` sysctl
-move to another worker's queue), with a WARNING. When its beats come back the supervisor
-calls `listen()` on it again: it rejoins (INFO). Its own established connections are
-untouched; after `worker.heartbeat.timeout.ms` it is killed as before. A booting worker does
-not beat (log recovery runs before its loop); it is killed when it has not served
-`worker.start.timeout.ms` after its fork (a first start or a respawn alike), which
-counts as a boot failure.
+Listeners (mpbroker/reuseport.py): the supervisor makes each worker's client socket
+(SO_REUSEPORT, not listening) before the fork and keeps its own handle of it; the worker
+listens once it can serve. A READY worker whose beat is older than
+`worker.listener.eviction.ms` (3 s; below the heartbeat timeout) is taken out of the
+group: the supervisor `shutdown()`s the shared socket, so the kernel hands new
+connections to the other workers only (connections still queued on it are reset and the
+client reconnects, or with the `net.ipv4.tcp_migrate_req` sysctl move to another
+worker's queue), with a WARNING; when its beats come back, `listen()` again (INFO). Its
+own established connections are untouched; after `worker.heartbeat.timeout.ms` it is
+killed as before. A booting worker does not beat (log recovery runs before its loop); it
+is killed when it has not served `worker.start.timeout.ms` after its fork (a first start
+or a respawn alike), which counts as a boot failure.
 
 Crash loops: a worker that fails before it is READY (workers/main.py exits
 `WORKER_BOOT_ERROR`; a hang past `worker.start.timeout.ms`) is a boot failure: the
@@ -88,7 +76,7 @@ from typing import Any, Callable
 import psutil
 
 from mpbroker import config as configmod
-from mpbroker import sdnotify
+from mpbroker import reuseport, sdnotify
 from mpbroker.config_reload import apply_log_level, merge_reload
 from mpbroker.controller_main import CONTROLLER_BOOT_ERROR, ControllerChannels, run_controller
 from mpbroker.heartbeats import CS_DONE, READY, HeartbeatTable
@@ -192,29 +180,9 @@ class Supervisor:
         self.watchdog_s = sdnotify.watchdog_usec() / 2e6
 
     def bind(self, host: str, port: int, adv_host: str, adv_port: int) -> int:
-        """Reserve the client port (bound, not listening: the kernel hands connections only
-        to the workers' listening SO_REUSEPORT sockets) for the supervisor's lifetime, so
-        that a respawned worker finds it free and port 0 resolves once for all workers."""
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        if port != 0:
-            # SO_REUSEPORT would let us share a port that another broker (of the same
-            # user) already listens on, and the kernel would then spread connections over
-            # both brokers. A plain bind first fails with EADDRINUSE in that case, as
-            # Kafka's own bind would.
-            probe = socket.socket(family, socket.SOCK_STREAM)
-            try:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                probe.bind((host, port))
-            finally:
-                probe.close()
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind((host, port))
-        except OSError:
-            sock.close()
-            raise
+        """Reserve the client port (mpbroker/reuseport.py) for the supervisor's lifetime;
+        the bound port and the advertised address follow from it."""
+        sock = reuseport.reserve_port(host, port)
         self.reserve = sock
         bound = sock.getsockname()[1]
         self.listen = (host, bound)
@@ -436,20 +404,11 @@ class Supervisor:
         log.info("worker %d started (pid %d)", wid, pid)
 
     def worker_listener(self) -> socket.socket | None:
-        """A worker's client socket: bound to the client port with SO_REUSEPORT, not yet
-        listening (the worker listens once it can serve, so a booting worker is not handed
-        connections). Held here too, so that a stalled worker can be taken out."""
+        """A worker's client socket (mpbroker/reuseport.py), held here too so that a
+        stalled worker can be taken out of the group."""
         if self.reserve is None:
             return None
-        family = socket.AF_INET6 if ":" in self.listen[0] else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(self.listen)
-        except OSError:
-            sock.close()
-            raise
+        sock = reuseport.worker_socket(self.listen)
         self.held.add(sock)
         return sock
 
