@@ -342,9 +342,6 @@ class ControllerClient:
     def broker_config(self):
         return self.cfg
 
-    def close(self) -> None:
-        self.link.close()
-
 
 for _name in RPC_METHODS:
     setattr(ControllerClient, _name, _rpc_stub(_name))

@@ -29,8 +29,8 @@ class HeartbeatTable:
     def __init__(self, slots: int):
         self.map = mmap.mmap(-1, SLOT.size * slots)
 
-    def reset(self, slot: int, pid: int = 0) -> None:
-        SLOT.pack_into(self.map, slot * SLOT.size, pid, BOOTING, time.monotonic())
+    def reset(self, slot: int) -> None:
+        SLOT.pack_into(self.map, slot * SLOT.size, 0, BOOTING, time.monotonic())
 
     def beat(self, slot: int, state: int = READY) -> None:
         SLOT.pack_into(self.map, slot * SLOT.size, os.getpid(), state, time.monotonic())

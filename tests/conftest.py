@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from mpbroker import config as configmod
+
 # Set by the test command (scripts/dev.sh test), which installs everything the suite
 # needs: there, a missing ZooKeeper or PySpark is a failure, not a skip. A developer's
 # partial environment (no ZooKeeper, no pyspark) still gets skips.
@@ -45,6 +47,15 @@ def record_fsyncs(monkeypatch) -> list:
         return real(fd)
     monkeypatch.setattr(os, "fsync", fsync)
     return made
+
+
+def broker_config(tmp_path, **extra):
+    """A BrokerConfig of broker 0 on a loopback port 0 with its data under `tmp_path`;
+    `extra` keys with "_" for "." (`num_workers=2`) or dotted strings."""
+    props = {"broker.id": "0", "listeners": "PLAINTEXT://127.0.0.1:0",
+             "log.dirs": str(tmp_path / "data")}
+    props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
+    return configmod.BrokerConfig(props)
 
 
 def pytest_configure(config):

@@ -23,7 +23,7 @@ import os
 import signal
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from mpbroker import proctitle
 from mpbroker.config_reload import apply_log_level
@@ -46,7 +46,6 @@ class WorkerChannels:
     control: socket.socket                      # from the supervisor
     controller: socket.socket                   # the controller RPC
     peers: dict[int, socket.socket] = field(default_factory=dict)   # worker id -> mesh socket
-    on_peer_replaced: Callable[[int, socket.socket], None] | None = None
     listener: socket.socket | None = None       # bound, not listening (the supervisor's)
     connections: Any = None     # workers/connection_quotas.ConnectionTable (shared counts)
 
@@ -56,9 +55,8 @@ def answer_controller(broker, what: str):
     balance: counters and per-partition request counts) or "metrics" (its /metrics)."""
     if what == "stats":
         result = broker.stats()
-        router = getattr(broker, "router", None)
-        if router is not None:
-            result["partition_requests"] = router.request_counts()
+        if broker.router is not None:
+            result["partition_requests"] = broker.router.request_counts()
         return result
     if what == "metrics":
         return snapshot(broker)
@@ -92,7 +90,6 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
         router = broker.router = Router(broker)
         for wid, peer_sock in channels.peers.items():
             router.add_peer(wid, peer_sock)
-        channels.on_peer_replaced = router.add_peer
         broker.on_placement_applied = lambda rev: client.notify(
             "placement_applied", (worker_id, rev))
         client.attach_worker(broker)
@@ -127,8 +124,7 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
                 peer = socket.socket(fileno=control.take_fd())
                 old = channels.peers.get(msg["worker"])
                 channels.peers[msg["worker"]] = peer
-                if channels.on_peer_replaced:
-                    channels.on_peer_replaced(msg["worker"], peer)
+                router.add_peer(msg["worker"], peer)
                 if old is not None:
                     old.close()
 

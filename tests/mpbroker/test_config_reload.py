@@ -5,18 +5,12 @@ import logging
 
 from mpbroker import config as configmod
 from mpbroker.config_reload import apply_log_level, merge_reload
-
-
-def cfg_for(tmp_path, **extra):
-    props = {"broker.id": "0", "listeners": "PLAINTEXT://127.0.0.1:0",
-             "log.dirs": str(tmp_path / "data")}
-    props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
-    return configmod.BrokerConfig(props)
+from tests.conftest import broker_config
 
 
 def test_reload_applies_dynamic_keys_and_keeps_static_ones(tmp_path):
-    old = cfg_for(tmp_path, **{"log_retention_ms": 1000, "num_partitions": 1})
-    new = cfg_for(tmp_path, **{"log_retention_ms": 2000, "num_partitions": 5,
+    old = broker_config(tmp_path, **{"log_retention_ms": 1000, "num_partitions": 1})
+    new = broker_config(tmp_path, **{"log_retention_ms": 2000, "num_partitions": 5,
                                "log_level": "DEBUG"})
     merged, needs_restart = merge_reload(old, new)
     assert merged["log.retention.ms"] == 2000
@@ -31,9 +25,9 @@ def test_apply_log_level_sets_the_root_level(tmp_path):
     root = logging.getLogger()
     before = root.level
     try:
-        apply_log_level(cfg_for(tmp_path, log_level="debug"))
+        apply_log_level(broker_config(tmp_path, log_level="debug"))
         assert root.level == logging.DEBUG
-        apply_log_level(cfg_for(tmp_path, log_level="WARN"))
+        apply_log_level(broker_config(tmp_path, log_level="WARN"))
         assert root.level == logging.WARNING
     finally:
         root.setLevel(before)

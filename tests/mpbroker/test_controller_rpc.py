@@ -10,18 +10,11 @@ import time
 
 import pytest
 
-from mpbroker import config as configmod
 from mpbroker.controller.embedded import EmbeddedController
 from mpbroker.controller_rpc import (RPC_METHODS, ControllerAPI, ControllerCallError,
                                      ControllerClient, ControllerService, exception_for_wire)
 from mpbroker.metadata.model import MetadataError
-
-
-def cfg_for(tmp_path, **extra):
-    props = {"broker.id": "0", "listeners": "PLAINTEXT://127.0.0.1:0",
-             "log.dirs": str(tmp_path / "data")}
-    props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
-    return configmod.BrokerConfig(props)
+from tests.conftest import broker_config
 
 
 def test_the_client_and_the_server_table_are_the_protocols_methods(rpc):
@@ -72,7 +65,7 @@ class FakeWorker:
 def rpc(tmp_path):
     """A real EmbeddedController behind ControllerService on a thread's loop; two clients."""
     from mpbroker.controller.embedded import EmbeddedController
-    ctl = EmbeddedController(cfg_for(tmp_path))
+    ctl = EmbeddedController(broker_config(tmp_path))
     ctl.register_broker(0, "127.0.0.1", 9092)
     loop = asyncio.new_event_loop()
     pairs = [socket.socketpair() for _ in range(2)]

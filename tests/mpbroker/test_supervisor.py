@@ -14,17 +14,10 @@ import time
 
 import pytest
 
-from mpbroker import config as configmod
 from mpbroker import supervisor as sup
 from mpbroker.heartbeats import CS_DONE, READY
 from workers.main import WORKER_BOOT_ERROR
-
-
-def cfg_for(tmp_path, **extra):
-    props = {"broker.id": "0", "listeners": "PLAINTEXT://127.0.0.1:0",
-             "log.dirs": str(tmp_path / "data")}
-    props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
-    return configmod.BrokerConfig(props)
+from tests.conftest import broker_config
 
 
 # ------------------------------------------------------------------ the arbiter
@@ -70,7 +63,7 @@ def run_supervisor(s: sup.Supervisor, timeout: float = 20) -> int:
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_two_workers_get_a_mesh_and_their_own_cores(tmp_path, monkeypatch):
-    cfg = cfg_for(tmp_path, num_workers=2, **{"worker.heartbeat.timeout.ms": 2000})
+    cfg = broker_config(tmp_path, num_workers=2, **{"worker.heartbeat.timeout.ms": 2000})
     s = sup.Supervisor(cfg, worker_target=mesh_worker(tmp_path),
                        controller_target=dummy_controller, notifier=sup.sdnotify.Notifier(None))
     s.bind("127.0.0.1", 0, "127.0.0.1", 0)
@@ -87,7 +80,7 @@ def test_a_worker_that_never_boots_stops_the_supervisor(tmp_path, capsys):
     def broken(cfg, wid, *rest):
         return WORKER_BOOT_ERROR
 
-    cfg = cfg_for(tmp_path, **{"worker.boot.max.failures": 3})
+    cfg = broker_config(tmp_path, **{"worker.boot.max.failures": 3})
     s = sup.Supervisor(cfg, worker_target=broken, controller_target=dummy_controller,
                        notifier=sup.sdnotify.Notifier(None))
     s.bind("127.0.0.1", 0, "127.0.0.1", 0)
@@ -110,7 +103,7 @@ def test_a_serving_worker_that_keeps_dying_is_a_crash_loop(tmp_path, capsys):
         time.sleep(0.1)
         return 1
 
-    cfg = cfg_for(tmp_path, num_workers=1, **{"worker.restart.max": 3,
+    cfg = broker_config(tmp_path, num_workers=1, **{"worker.restart.max": 3,
                                               "worker.restart.window.ms": 60000})
     s = sup.Supervisor(cfg, worker_target=dies_after_serving, controller_target=dummy_controller,
                        notifier=sup.sdnotify.Notifier(None))
@@ -147,7 +140,7 @@ def test_a_respawned_worker_that_hangs_while_starting_is_killed(tmp_path, caplog
         return 0
 
     caplog.set_level("INFO", logger="mpbroker.supervisor")
-    cfg = cfg_for(tmp_path, num_workers=1, **{"worker.start.timeout.ms": 1000,
+    cfg = broker_config(tmp_path, num_workers=1, **{"worker.start.timeout.ms": 1000,
                                               "worker.heartbeat.timeout.ms": 2000})
     s = sup.Supervisor(cfg, worker_target=target, controller_target=dummy_controller,
                        notifier=sup.sdnotify.Notifier(None))
@@ -234,7 +227,7 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
     monkeypatch.setenv("WATCHDOG_USEC", "200000")
     monkeypatch.delenv("WATCHDOG_PID", raising=False)
     listener = NotifyListener()
-    cfg = cfg_for(tmp_path, num_workers=1, **{
+    cfg = broker_config(tmp_path, num_workers=1, **{
         "zookeeper.connect": "127.0.0.1:1", "controlled.shutdown.max.retries": 1,
         "controlled.shutdown.retry.backoff.ms": 100, "worker.heartbeat.timeout.ms": 2000})
     s = sup.Supervisor(cfg, worker_target=slow_stopping_worker(1.0),
@@ -273,7 +266,7 @@ def test_a_worker_late_on_heartbeats_leaves_the_listener_group_and_rejoins(tmp_p
     """Two workers' sockets in one SO_REUSEPORT group (as worker_listener makes them);
     check_listener takes the late one out (every new connection then lands on the
     other) and puts it back once it beats again."""
-    s = sup.Supervisor(cfg_for(tmp_path, num_workers=2), notifier=sup.sdnotify.Notifier(None))
+    s = sup.Supervisor(broker_config(tmp_path, num_workers=2), notifier=sup.sdnotify.Notifier(None))
     s.bind("127.0.0.1", 0, "127.0.0.1", 0)
     try:
         a, b = s.worker_listener(), s.worker_listener()
