@@ -130,8 +130,8 @@ class Child:
     evicted: float | None = None            # out of the listener group since (monotonic)
 
 
-SIGNAMES = {signal.SIGTERM: "term", signal.SIGINT: "int", signal.SIGHUP: "hup",
-            signal.SIGCHLD: "chld"}
+# Queued and dispatched to handle_<name>; SIGCHLD only wakes the loop (it reaps anyway).
+SIGNAMES = {signal.SIGTERM: "term", signal.SIGINT: "int", signal.SIGHUP: "hup"}
 
 
 class Supervisor:
@@ -218,9 +218,7 @@ class Supervisor:
     def step(self) -> None:
         self.sleep()
         while self.sig_queue:
-            name = SIGNAMES.get(self.sig_queue.pop(0))
-            if name:
-                getattr(self, f"handle_{name}")()
+            getattr(self, f"handle_{SIGNAMES[self.sig_queue.pop(0)]}")()
         self.reap_children()
         self.murder_hung()
         self.manage_workers()
@@ -248,11 +246,12 @@ class Supervisor:
     def install_signals(self) -> None:
         self.pipe = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._old_wakeup = signal.set_wakeup_fd(self.pipe[1])
-        self._old_handlers = {s: signal.signal(s, self._queue_signal) for s in SIGNAMES}
+        self._old_handlers = {s: signal.signal(s, self._queue_signal)
+                              for s in (*SIGNAMES, signal.SIGCHLD)}
 
     def _queue_signal(self, signum, frame) -> None:
         # Only queue; the main loop does the work (and the wakeup fd ends its select).
-        if signum != signal.SIGCHLD and len(self.sig_queue) < 5:
+        if signum in SIGNAMES and len(self.sig_queue) < 5:
             self.sig_queue.append(signum)
 
     def restore_signals(self) -> None:
@@ -306,9 +305,6 @@ class Supervisor:
         self.stop_notified = True
         self.notifier.stopping(status=status,
                                extend_timeout_usec=int(stop_budget_s(self.cfg) * 1e6))
-
-    def handle_chld(self) -> None:
-        pass
 
     def handle_hup(self) -> None:
         self.notifier.reloading()
