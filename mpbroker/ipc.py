@@ -156,7 +156,7 @@ class Channel:
         self.on_message = on_message
         self.on_close = on_close
         self.name = name
-        self.pass_fds = pass_fds
+        self._recv = self._recv_with_fds if pass_fds else sock.recv_into
         self.fds: list[int] = []                   # received, not taken yet
         self._chunk = bytearray(RECV_BYTES)        # read chunk; a partial frame stays at 0
         self._cview = memoryview(self._chunk)
@@ -177,9 +177,7 @@ class Channel:
             self._arm_writer()
 
     # ------------------------------------------------------------ reading
-    def _recv(self, view) -> int:
-        if not self.pass_fds:
-            return self.sock.recv_into(view)
+    def _recv_with_fds(self, view) -> int:
         fds = array.array("i")
         n, ancdata, _, _ = self.sock.recvmsg_into([view], socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
         for level, kind, data in ancdata:

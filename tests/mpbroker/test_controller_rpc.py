@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import socket
+import subprocess
+import sys
 import threading
+from pathlib import Path
 import time
 
 import pytest
@@ -15,6 +18,8 @@ from mpbroker.controller_rpc import (RPC_METHODS, ControllerAPI, ControllerCallE
                                      ControllerClient, ControllerService, exception_for_wire)
 from mpbroker.metadata.model import MetadataError
 from tests.conftest import broker_config
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_client_and_the_server_table_are_the_protocols_methods(rpc):
@@ -30,6 +35,16 @@ def test_the_client_and_the_server_table_are_the_protocols_methods(rpc):
     for name in coroutines:       # the stubs take the Protocol's parameters
         assert inspect.signature(getattr(ControllerClient, name)) == \
             inspect.signature(getattr(ControllerAPI, name))
+
+
+def test_the_rpc_imports_nothing_of_the_workers_nor_the_controllers():
+    """Layering: workers/main.py uses this module, so it stays below workers/."""
+    code = ("import sys, mpbroker.controller_rpc; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'workers' "
+            "or m.startswith(('mpbroker.controller.', 'mpbroker.supervisor'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
 
 
 def test_every_controller_implements_the_protocol():
