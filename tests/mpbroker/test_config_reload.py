@@ -11,7 +11,7 @@ from tests.conftest import broker_config
 def test_reload_applies_dynamic_keys_and_keeps_static_ones(tmp_path):
     old = broker_config(tmp_path, **{"log_retention_ms": 1000, "num_partitions": 1})
     new = broker_config(tmp_path, **{"log_retention_ms": 2000, "num_partitions": 5,
-                               "log_level": "DEBUG"})
+                                     "log_level": "DEBUG"})
     merged, needs_restart = merge_reload(old, new)
     assert merged["log.retention.ms"] == 2000
     assert merged.get("log.level") == "DEBUG"

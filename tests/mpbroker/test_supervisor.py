@@ -52,6 +52,16 @@ def mesh_worker(out_dir):
     return target
 
 
+def make_supervisor(cfg, worker_target=None, controller_target=dummy_controller,
+                    notify_address=None) -> sup.Supervisor:
+    """A Supervisor of stand-in children on a loopback port 0 (systemd: `notify_address`)."""
+    kw = {"worker_target": worker_target} if worker_target is not None else {}
+    s = sup.Supervisor(cfg, controller_target=controller_target,
+                       notifier=sup.sdnotify.Notifier(notify_address), **kw)
+    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+    return s
+
+
 def run_supervisor(s: sup.Supervisor, timeout: float = 20) -> int:
     alarm = threading.Timer(timeout, lambda: os.kill(os.getpid(), signal.SIGINT))
     alarm.start()
@@ -64,9 +74,7 @@ def run_supervisor(s: sup.Supervisor, timeout: float = 20) -> int:
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_two_workers_get_a_mesh_and_their_own_cores(tmp_path, monkeypatch):
     cfg = broker_config(tmp_path, num_workers=2, **{"worker.heartbeat.timeout.ms": 2000})
-    s = sup.Supervisor(cfg, worker_target=mesh_worker(tmp_path),
-                       controller_target=dummy_controller, notifier=sup.sdnotify.Notifier(None))
-    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+    s = make_supervisor(cfg, mesh_worker(tmp_path))
     assert run_supervisor(s) == 0
     w0 = json.loads((tmp_path / "w0.json").read_text())
     w1 = json.loads((tmp_path / "w1.json").read_text())
@@ -81,9 +89,7 @@ def test_a_worker_that_never_boots_stops_the_supervisor(tmp_path, capsys):
         return WORKER_BOOT_ERROR
 
     cfg = broker_config(tmp_path, **{"worker.boot.max.failures": 3})
-    s = sup.Supervisor(cfg, worker_target=broken, controller_target=dummy_controller,
-                       notifier=sup.sdnotify.Notifier(None))
-    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+    s = make_supervisor(cfg, broken)
     t0 = time.monotonic()
     assert run_supervisor(s) == 1
     assert time.monotonic() - t0 < 10
@@ -104,10 +110,8 @@ def test_a_serving_worker_that_keeps_dying_is_a_crash_loop(tmp_path, capsys):
         return 1
 
     cfg = broker_config(tmp_path, num_workers=1, **{"worker.restart.max": 3,
-                                              "worker.restart.window.ms": 60000})
-    s = sup.Supervisor(cfg, worker_target=dies_after_serving, controller_target=dummy_controller,
-                       notifier=sup.sdnotify.Notifier(None))
-    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+                                                   "worker.restart.window.ms": 60000})
+    s = make_supervisor(cfg, dies_after_serving)
     t0 = time.monotonic()
     assert run_supervisor(s) == 1
     assert time.monotonic() - t0 < 10
@@ -141,10 +145,8 @@ def test_a_respawned_worker_that_hangs_while_starting_is_killed(tmp_path, caplog
 
     caplog.set_level("INFO", logger="mpbroker.supervisor")
     cfg = broker_config(tmp_path, num_workers=1, **{"worker.start.timeout.ms": 1000,
-                                              "worker.heartbeat.timeout.ms": 2000})
-    s = sup.Supervisor(cfg, worker_target=target, controller_target=dummy_controller,
-                       notifier=sup.sdnotify.Notifier(None))
-    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+                                                   "worker.heartbeat.timeout.ms": 2000})
+    s = make_supervisor(cfg, target)
     t0 = time.monotonic()
     assert run_supervisor(s) == 0
     took = time.monotonic() - t0
@@ -230,10 +232,8 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
     cfg = broker_config(tmp_path, num_workers=1, **{
         "zookeeper.connect": "127.0.0.1:1", "controlled.shutdown.max.retries": 1,
         "controlled.shutdown.retry.backoff.ms": 100, "worker.heartbeat.timeout.ms": 2000})
-    s = sup.Supervisor(cfg, worker_target=slow_stopping_worker(1.0),
-                       controller_target=cs_controller(1.0),
-                       notifier=sup.sdnotify.Notifier(sup.sdnotify.socket_address(listener.name)))
-    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+    s = make_supervisor(cfg, slow_stopping_worker(1.0), cs_controller(1.0),
+                        sup.sdnotify.socket_address(listener.name))
     try:
         assert run_supervisor(s) == 0
         end = time.monotonic()
@@ -266,8 +266,7 @@ def test_a_worker_late_on_heartbeats_leaves_the_listener_group_and_rejoins(tmp_p
     """Two workers' sockets in one SO_REUSEPORT group (as worker_listener makes them);
     check_listener takes the late one out (every new connection then lands on the
     other) and puts it back once it beats again."""
-    s = sup.Supervisor(broker_config(tmp_path, num_workers=2), notifier=sup.sdnotify.Notifier(None))
-    s.bind("127.0.0.1", 0, "127.0.0.1", 0)
+    s = make_supervisor(broker_config(tmp_path, num_workers=2))
     try:
         a, b = s.worker_listener(), s.worker_listener()
         for sock in (a, b):
