@@ -8,12 +8,13 @@ import socket
 import subprocess
 import sys
 import threading
-from pathlib import Path
 import time
+from pathlib import Path
 
 import pytest
 
 from mpbroker.controller.embedded import EmbeddedController
+from mpbroker.controller.zk import ZkController
 from mpbroker.controller_rpc import (RPC_METHODS, ControllerAPI, ControllerCallError,
                                      ControllerClient, ControllerService, exception_for_wire)
 from mpbroker.metadata.model import MetadataError
@@ -48,10 +49,14 @@ def test_the_rpc_imports_nothing_of_the_workers_nor_the_controllers():
 
 
 def test_every_controller_implements_the_protocol():
-    from mpbroker.controller.zk import ZkController
     for cls in (EmbeddedController, ZkController):
         for name in RPC_METHODS | {"metadata", "broker_config"}:
             assert callable(getattr(cls, name, None)), (cls.__name__, name)
+        for name in RPC_METHODS:     # coroutines with the Protocol's parameters
+            method = getattr(cls, name)
+            assert inspect.iscoroutinefunction(method), (cls.__name__, name)
+            assert list(inspect.signature(method).parameters) == \
+                list(inspect.signature(getattr(ControllerAPI, name)).parameters), (cls.__name__, name)
 
 
 def test_an_exception_that_does_not_pickle_crosses_as_its_code_or_its_text():
@@ -79,7 +84,6 @@ class FakeWorker:
 @pytest.fixture
 def rpc(tmp_path):
     """A real EmbeddedController behind ControllerService on a thread's loop; two clients."""
-    from mpbroker.controller.embedded import EmbeddedController
     ctl = EmbeddedController(broker_config(tmp_path))
     ctl.register_broker(0, "127.0.0.1", 9092)
     loop = asyncio.new_event_loop()
