@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import select
 import signal
 import socket
 import threading
-import re
 import time
+import uuid
 
 import pytest
 
-from mpbroker import supervisor as sup
+from mpbroker import sdnotify
 from mpbroker.heartbeats import CS_DONE, READY
-from workers.main import WORKER_BOOT_ERROR
+from mpbroker.supervisor import Child, Supervisor, stop_budget_s
 from tests.conftest import broker_config
+from workers.main import WORKER_BOOT_ERROR
 
 
 # ------------------------------------------------------------------ the arbiter
@@ -53,16 +56,16 @@ def mesh_worker(out_dir):
 
 
 def make_supervisor(cfg, worker_target=None, controller_target=dummy_controller,
-                    notify_address=None) -> sup.Supervisor:
+                    notify_address=None) -> Supervisor:
     """A Supervisor of stand-in children on a loopback port 0 (systemd: `notify_address`)."""
     kw = {"worker_target": worker_target} if worker_target is not None else {}
-    s = sup.Supervisor(cfg, controller_target=controller_target,
-                       notifier=sup.sdnotify.Notifier(notify_address), **kw)
+    s = Supervisor(cfg, controller_target=controller_target,
+                   notifier=sdnotify.Notifier(notify_address), **kw)
     s.bind("127.0.0.1", 0, "127.0.0.1", 0)
     return s
 
 
-def run_supervisor(s: sup.Supervisor, timeout: float = 20) -> int:
+def run_supervisor(s: Supervisor, timeout: float = 20) -> int:
     alarm = threading.Timer(timeout, lambda: os.kill(os.getpid(), signal.SIGINT))
     alarm.start()
     try:
@@ -164,7 +167,6 @@ class NotifyListener:
     """systemd's end of sd_notify: a real abstract datagram socket read by a thread."""
 
     def __init__(self):
-        import uuid
         self.name = f"@mpbroker-sup-test-{uuid.uuid4().hex}"
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(b"\0" + self.name[1:].encode())
@@ -233,7 +235,7 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
         "zookeeper.connect": "127.0.0.1:1", "controlled.shutdown.max.retries": 1,
         "controlled.shutdown.retry.backoff.ms": 100, "worker.heartbeat.timeout.ms": 2000})
     s = make_supervisor(cfg, slow_stopping_worker(1.0), cs_controller(1.0),
-                        sup.sdnotify.socket_address(listener.name))
+                        sdnotify.socket_address(listener.name))
     try:
         assert run_supervisor(s) == 0
         end = time.monotonic()
@@ -249,7 +251,7 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
     cs = next(i for i, m in enumerate(keys) if m.get("STATUS") == "controlled shutdown")
     assert stopping < cs
     assert keys[stopping]["STATUS"] == "SIGTERM: controlled shutdown"
-    assert int(keys[stopping]["EXTEND_TIMEOUT_USEC"]) == int(sup.stop_budget_s(cfg) * 1e6) \
+    assert int(keys[stopping]["EXTEND_TIMEOUT_USEC"]) == int(stop_budget_s(cfg) * 1e6) \
         == int((30 + 5 + 1 * (0.1 + 35)) * 1e6)
     # the stop took ~2 s (controlled shutdown 1 s, workers 1 s): the watchdog kept
     # being fed every WATCHDOG_USEC / 2 or so
@@ -272,11 +274,10 @@ def test_a_worker_late_on_heartbeats_leaves_the_listener_group_and_rejoins(tmp_p
         for sock in (a, b):
             sock.listen(16)
             sock.setblocking(False)
-        late = sup.Child(1, "worker", 1, 2, None, 0.0, ready=True, listener=b)
+        late = Child(1, "worker", 1, 2, None, 0.0, ready=True, listener=b)
 
         def landed(n=16):
             """Which socket accepted each of n new connections."""
-            import select
             out = []
             for _ in range(n):
                 c = socket.create_connection(s.listen, timeout=2)
