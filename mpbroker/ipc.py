@@ -138,8 +138,9 @@ class Channel:
     """One end of a channel: messages in through `on_message(msg)`, out through `send`;
     `on_close(channel)` once, when it closes (EOF, an error, an unreadable frame, `close`).
 
-    `sock_buf`: SO_SNDBUF/SO_RCVBUF to ask for (the mesh's bulk data); `pass_fds`: the
-    channel carries file descriptors; `name`: how its log lines call it."""
+    `sock_buf`: SO_SNDBUF/SO_RCVBUF to ask for (the mesh's bulk data); `pass_fds`: this
+    end receives file descriptors (any end may send them); `name`: how its log lines
+    call it."""
 
     def __init__(self, sock: socket.socket, on_message: Callable[[Any], None],
                  on_close: Callable[["Channel"], None] | None = None, *,
