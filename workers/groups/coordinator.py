@@ -21,7 +21,7 @@ Life cycle: constructed LOADING (every request answers COORDINATOR_LOAD_IN_PROGR
 Heartbeat answers NONE and SyncGroup REBALANCE_IN_PROGRESS, as Kafka does), then
 ``load(records)`` replays the partition, or the worker feeds it in chunks with
 ``begin_load() / load_records(chunk) / finish_load()`` between loop iterations
-(workers/group_service.py); then ACTIVE. A failed load starts over with ``unload()``
+(workers/groups/service.py); then ACTIVE. A failed load starts over with ``unload()``
 and ``begin_load()``: the coordinator is never ACTIVE with part of its state.
 ``unload()`` when the partition moves away: waiting JoinGroup/SyncGroup get
 NOT_COORDINATOR, timers are cancelled, later append callbacks answer NOT_COORDINATOR, and

@@ -11,10 +11,11 @@ requests answer NOT_COORDINATOR). The coordinator epoch is the partition's leade
 epoch; it goes into every WriteTxnMarkers the coordinator sends.
 
 Every state change is persisted first: one record (workers/txn/records.py: key
-transactional id, value TransactionLogValue v1) appended to the partition, committed
-when the high watermark covers it (DelayedProduce in the produce purgatory, so the same
-code waits for followers in cluster mode). Append failures map to Kafka's coordinator
-errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, UNKNOWN_SERVER_ERROR).
+transactional id, value TransactionLogValue v1) appended to the partition with acks -1,
+committed when the high watermark covers it (workers/coordinator_log.py, shared with the
+group coordinator: refused when the partition is not led here or its ISR is below
+min.insync.replicas). Append failures map to Kafka's coordinator errors
+(NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, UNKNOWN_SERVER_ERROR).
 
 EndTxn: PrepareCommit/PrepareAbort is written, the client is answered, then the
 markers go to every partition of the transaction (`MarkerSender`): partitions of this
@@ -49,13 +50,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
 
 from mpbroker.protocol import api_keys as K
 from mpbroker.protocol.errors import ErrorCode as E
-from storage import errors as serr
-from storage.batch import BatchBuilder, iter_batches
-
+from storage.batch import BatchBuilder
+from workers.coordinator_log import append_committed_async, load_with_backoff, replay
 from workers.txn import records as rec
 from workers.txn.state import (
     BY_NAME, COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, NAMES, NO_PRODUCER_EPOCH, ONGOING,
@@ -67,9 +66,6 @@ log = logging.getLogger(__name__)
 TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 5 * 1024 * 1024  # Kafka's transaction.state.log.load.buffer.size
-LOAD_RETRY_MIN_MS = 100
-LOAD_RETRY_MAX_MS = 10000
-LOAD_SLICE_MS = 20  # longest stretch of decoding before the load lets requests in
 APPEND_TIMEOUT_MS = 30000
 DEFAULT_ABORT_INTERVAL_MS = 10000
 DEFAULT_REMOVE_INTERVAL_MS = 3600000
@@ -241,21 +237,9 @@ class TransactionService:
         """Replay the partition (retried after a backoff while it is still ours: the
         state is never served half-loaded), then finish the transactions the previous
         coordinator left in Prepare*. Cancelled when the partition is lost."""
-        backoff_ms = LOAD_RETRY_MIN_MS
-        while True:
-            try:
-                txns = await self._load(ps)
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                if not self._current(ps):
-                    return
-                log.exception("loading transaction state of %s-%d failed; retrying in %d ms",
-                              TXN_TOPIC, ps.index, backoff_ms)
-                await asyncio.sleep(backoff_ms / 1000)
-                backoff_ms = min(backoff_ms * 2, LOAD_RETRY_MAX_MS)
-        if not self._current(ps):
+        what = f"transaction state of {TXN_TOPIC}-{ps.index}"
+        txns = await load_with_backoff(lambda: self._load(ps), lambda: self._current(ps), what)
+        if txns is None or not self._current(ps):
             return
         ps.txns = txns
         ps.loading = False
@@ -265,29 +249,15 @@ class TransactionService:
                 self._spawn(self._complete_transaction(ps, meta, meta.state == PREPARE_COMMIT))
 
     async def _load(self, ps: TxnPartitionState) -> dict[str, TransactionMetadata]:
-        """The partition's transactions, read in chunks of LOAD_CHUNK_BYTES with the loop
-        free between chunks (and every LOAD_SLICE_MS within one), up to the log end offset
-        of the last check (no await after it, so nothing appended meanwhile is missed)."""
-        lg = ps.partition.log
-        offset = lg.log_start_offset
+        """The partition's transactions (workers/coordinator_log.py `replay`), read in
+        chunks of LOAD_CHUNK_BYTES."""
         txns: dict[str, TransactionMetadata] = {}
-        while offset < lg.log_end_offset:
-            data = lg.read_records_bytes(offset, LOAD_CHUNK_BYTES)
-            start = offset
-            deadline = time.monotonic() + LOAD_SLICE_MS / 1000
-            for batch in iter_batches(memoryview(data), allow_partial_tail=True):
-                offset = batch.last_offset + 1
-                if not batch.is_control:
-                    self._load_batch(ps, batch, txns)
-                if time.monotonic() >= deadline:
-                    await asyncio.sleep(0)
-                    deadline = time.monotonic() + LOAD_SLICE_MS / 1000
-            if offset <= start:
-                raise serr.StorageError(f"no batch readable at offset {start} of "
-                                        f"{TXN_TOPIC}-{ps.index} (log end {lg.log_end_offset})")
-            await asyncio.sleep(0)  # let requests in between chunks
-            if not self._current(ps):
-                break               # lost meanwhile: the caller drops what it has
+
+        def on_batch(batch):
+            if not batch.is_control:
+                self._load_batch(ps, batch, txns)
+        await replay(ps.partition.log, LOAD_CHUNK_BYTES, on_batch, f"{TXN_TOPIC}-{ps.index}",
+                     lambda: self._current(ps))
         return txns
 
     @staticmethod
@@ -320,22 +290,11 @@ class TransactionService:
         value = None if transit is None else rec.encode_value(transit.to_value())
         data = BatchBuilder(clock=self._now).append(rec.encode_key(meta.transactional_id),
                                                     value).build()
-        p = ps.partition
-        try:
-            info = p.append(memoryview(bytearray(data)))
-        except serr.StorageError as e:
-            log.warning("appending to %s-%d failed: %s", TXN_TOPIC, ps.index, e)
-            return _APPEND_ERRORS.get(e.code, E.UNKNOWN_SERVER_ERROR)
-        self.broker.fetch_purgatory.check_and_complete(p.key)
-        if p.high_watermark <= info.last_offset:
-            from workers.handlers.produce import DelayedProduce
-            result = {"error_code": 0}
-            fut = asyncio.get_running_loop().create_future()
-            op = DelayedProduce(APPEND_TIMEOUT_MS, [(p, info.last_offset, result)], result, fut)
-            self.broker.produce_purgatory.try_complete_else_watch(op, [p.key])
-            await fut
-            if result["error_code"]:
-                return _APPEND_ERRORS.get(result["error_code"], E.UNKNOWN_SERVER_ERROR)
+        code = await append_committed_async(self.broker, ps.partition, data,
+                                            required_acks=-1, timeout_ms=APPEND_TIMEOUT_MS)
+        if code:
+            log.warning("appending to %s-%d failed: error %d", TXN_TOPIC, ps.index, code)
+            return _APPEND_ERRORS.get(code, E.UNKNOWN_SERVER_ERROR)
         if not self._current(ps):
             return E.NOT_COORDINATOR
         return E.NONE

@@ -8,21 +8,18 @@ each coordinator what it needs from the worker:
 * a scheduler: the worker's timing wheel, through `LoopTimer.schedule`;
 * an appender: builds one v2 batch from the (key, value) records (transactional when
   asked; compressed with `offsets.topic.compression.codec`, as Kafka does) and hands it
-  to `workers.internal_append.append_committed` with `offsets.commit.required.acks` and
+  to `workers.coordinator_log.append_committed` with `offsets.commit.required.acks` and
   `offsets.commit.timeout.ms`: the coordinator's callback runs once the high watermark
   covers the batch (at once with one replica), and a batch refused before anything was
   written comes back as the appender's return value so the coordinator can undo its
   change (the coordinator's appender contract, workers/groups/coordinator.py);
 * the load: when the partition becomes ours the coordinator starts LOADING and an
-  asyncio task replays the partition into it, reading chunks of `offsets.load.buffer.size`
-  bytes and yielding to the loop between chunks, and within a chunk every
-  LOAD_SLICE_MS of decoding (Kafka's 5 MiB default decodes in about 0.4 s here), so
-  the worker's other partitions keep being served; requests for its groups meanwhile
-  get COORDINATOR_LOAD_IN_PROGRESS. It reads up to the log end offset at the moment it
-  finishes, so
-  that markers written meanwhile are replayed too. A load that fails starts over after a
-  backoff (the coordinator stays LOADING: never ACTIVE with part of its state); the task
-  is cancelled when the partition is lost (follower, moved, deleted) or becomes ours again.
+  asyncio task replays the partition into it in chunks of `offsets.load.buffer.size`
+  bytes (workers/coordinator_log.py `replay`), the loop free in between; requests for
+  its groups meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A load that fails starts over
+  after a backoff (the coordinator stays LOADING: never ACTIVE with part of its state);
+  the task is cancelled when the partition is lost (follower, moved, deleted) or becomes
+  ours again.
 
 It also routes requests: `coordinator_for(group_id)` is the local coordinator, or None
 when another worker/broker leads that partition (the handler answers NOT_COORDINATOR).
@@ -33,24 +30,15 @@ import asyncio
 import logging
 import time
 
+from mpbroker.metadata.model import OFFSETS_TOPIC
 from storage import codecs
 from storage import errors as serr
-from storage.batch import BatchBuilder, iter_batches, parse_control_key
+from storage.batch import BatchBuilder, parse_control_key
+from workers.coordinator_log import append_committed, load_with_backoff, replay
 from workers.groups.coordinator import GroupCoordinator, LoadRecord, TxnMarker
 from workers.groups.partitioner import coordinator_partition
-from workers.internal_append import append_committed
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
-DEFAULT_LOAD_BUFFER_BYTES = 5 * 1024 * 1024
-LOAD_RETRY_MIN_MS = 100
-LOAD_RETRY_MAX_MS = 10000
-LOAD_SLICE_MS = 20  # longest stretch of decoding before the load lets requests in
-
-
-class LoadError(Exception):
-    """The partition could not be read to its end (the load starts over)."""
 
 
 class _Scheduler:
@@ -68,11 +56,10 @@ class GroupService:
         self.scheduler = _Scheduler(broker.loop_timer)
         self._loads: dict[int, asyncio.Task] = {}
         cfg = broker.config
-        self.required_acks = int(cfg.get("offsets.commit.required.acks", -1))
-        self.commit_timeout_ms = int(cfg.get("offsets.commit.timeout.ms", 5000) or 5000)
-        self.load_buffer_bytes = max(1, int(cfg.get("offsets.load.buffer.size",
-                                                    DEFAULT_LOAD_BUFFER_BYTES)))
-        self.compression = _codec(cfg.get("offsets.topic.compression.codec", 0))
+        self.required_acks = cfg["offsets.commit.required.acks"]
+        self.commit_timeout_ms = cfg["offsets.commit.timeout.ms"]
+        self.load_buffer_bytes = cfg["offsets.load.buffer.size"]
+        self.compression = _codec(cfg["offsets.topic.compression.codec"])
 
     @property
     def num_partitions(self) -> int:
@@ -125,57 +112,31 @@ class GroupService:
         for idx in list(self.coordinators):
             self._stop(idx)
 
-    def housekeeping(self, now_ms: int) -> None:
-        pass  # expiry runs on each coordinator's own timer (finish_load schedules it)
-
     # ------------------------------------------------------------ the load
     async def _load(self, partition, coord: GroupCoordinator) -> None:
         idx = partition.index
-        backoff_ms = LOAD_RETRY_MIN_MS
+        what = f"group coordinator state of {OFFSETS_TOPIC}-{idx}"
         started = time.monotonic()
-        while True:
-            try:
-                chunks = await self._replay(partition, coord)
-                coord.finish_load()  # no await since the last chunk: nothing was missed
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                if partition.closed or self.coordinators.get(idx) is not coord:
-                    return
-                log.exception("loading group coordinator state of %s-%d failed; retrying in "
-                              "%d ms", OFFSETS_TOPIC, idx, backoff_ms)
-                coord.unload()       # whatever finish_load may have started
-                coord.begin_load()   # LOADING again: requests keep getting LOAD_IN_PROGRESS
-                await asyncio.sleep(backoff_ms / 1000)
-                backoff_ms = min(backoff_ms * 2, LOAD_RETRY_MAX_MS)
+
+        async def load() -> int:
+            chunks = await replay(partition.log, self.load_buffer_bytes,
+                                  lambda batch: coord.load_records(_load_items(batch)), what)
+            coord.finish_load()  # no await since the last chunk: nothing was missed
+            return chunks
+
+        def restart() -> None:
+            coord.unload()       # whatever finish_load may have started
+            coord.begin_load()   # LOADING again: requests keep getting LOAD_IN_PROGRESS
+
+        chunks = await load_with_backoff(
+            load, lambda: not partition.closed and self.coordinators.get(idx) is coord,
+            what, restart)
+        if chunks is None:
+            return
         if self._loads.get(idx) is asyncio.current_task():
             del self._loads[idx]
         log.info("loaded %d groups of %s-%d in %.0f ms (%d chunks)", len(coord.groups),
                  OFFSETS_TOPIC, idx, (time.monotonic() - started) * 1000, chunks)
-
-    async def _replay(self, partition, coord: GroupCoordinator) -> int:
-        """Feed the partition to `coord` chunk by chunk, the loop free in between; returns
-        the number of chunks. Ends at the log end offset as of its last check (no await
-        after it)."""
-        lg = partition.log
-        offset = lg.log_start_offset
-        chunks = 0
-        while offset < lg.log_end_offset:
-            data = lg.read_records_bytes(offset, self.load_buffer_bytes)
-            start = offset
-            deadline = time.monotonic() + LOAD_SLICE_MS / 1000
-            for items, offset in _decode_batches(data):
-                coord.load_records(items)
-                if time.monotonic() >= deadline:
-                    await asyncio.sleep(0)  # a large chunk: let requests in meanwhile
-                    deadline = time.monotonic() + LOAD_SLICE_MS / 1000
-            if offset <= start:
-                raise LoadError(f"no batch readable at offset {start} "
-                                f"(log end {lg.log_end_offset})")
-            chunks += 1
-            await asyncio.sleep(0)  # let requests in between chunks
-        return chunks
 
     # ------------------------------------------------------------ appends
     def _appender(self, partition):
@@ -207,23 +168,21 @@ class GroupService:
         return append
 
 
-def _decode_batches(data: bytes):
-    """(load items, next offset) per whole batch in `data`: LoadRecords, and TxnMarkers
-    for COMMIT/ABORT control records."""
-    for batch in iter_batches(memoryview(data), allow_partial_tail=True):
-        items = []
-        if batch.is_control:
-            for r in batch.records():
-                try:
-                    _, ctype = parse_control_key(r.key)
-                except serr.StorageError:
-                    continue
-                if ctype in (0, 1):  # 0 ABORT, 1 COMMIT
-                    items.append(TxnMarker(batch.producer_id, ctype == 1))
-        else:
-            items = [LoadRecord(r.key, r.value, batch.producer_id, batch.is_transactional)
-                     for r in batch.records() if r.key is not None]
-        yield items, batch.last_offset + 1
+def _load_items(batch) -> list:
+    """What `GroupCoordinator.load_records` takes for one batch: LoadRecords, and
+    TxnMarkers for COMMIT/ABORT control records."""
+    if not batch.is_control:
+        return [LoadRecord(r.key, r.value, batch.producer_id, batch.is_transactional)
+                for r in batch.records() if r.key is not None]
+    items = []
+    for r in batch.records():
+        try:
+            _, ctype = parse_control_key(r.key)
+        except serr.StorageError:
+            continue
+        if ctype in (0, 1):  # 0 ABORT, 1 COMMIT
+            items.append(TxnMarker(batch.producer_id, ctype == 1))
+    return items
 
 
 def _codec(value) -> int:
