@@ -137,7 +137,7 @@ class Broker:
             clock=timer_clock)
         self.groups = None  # workers.groups.service.GroupService, set by start()
         self.transactions = None  # workers.txn.service.TransactionService, set by start()
-        self.txn_verifier = None  # workers.txn.service.TxnVerifier, set by start()
+        self.txn_verifier = None  # workers.txn.verifier.TxnVerifier, set by start()
         self.listener_host = "127.0.0.1"
         self.listener_port = 0
         self._background: list[asyncio.Task] = []
@@ -184,7 +184,8 @@ class Broker:
             GroupService = None
         if GroupService is not None:
             self.groups = GroupService(self)
-        from workers.txn.service import TransactionService, TxnVerifier
+        from workers.txn.service import TransactionService
+        from workers.txn.verifier import TxnVerifier
         self.transactions = TransactionService(self)
         self.txn_verifier = TxnVerifier(self)
         # The logs there are at start open before the worker says it is ready (Kafka's

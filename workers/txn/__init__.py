@@ -10,7 +10,7 @@
 KIP-890 (the transaction hazards Jepsen found). Part 1 is implemented: the leader of a
 partition refuses a transactional batch (INVALID_TXN_STATE) whose producer's ongoing
 transaction does not contain that partition, asking the coordinator with
-AddPartitionsToTxn v4 `verify_only` (service.py `TxnVerifier`); TxnOffsetCommit is
+AddPartitionsToTxn v4 `verify_only` (verifier.py `TxnVerifier`); TxnOffsetCommit is
 checked the same way for the group's `__consumer_offsets` partition. That closes the
 hanging-transaction hole for every client, since the check needs nothing from them.
 

@@ -18,7 +18,7 @@ min.insync.replicas). Append failures map to Kafka's coordinator errors
 (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, UNKNOWN_SERVER_ERROR).
 
 EndTxn: PrepareCommit/PrepareAbort is written, the client is answered, then the
-markers go to every partition of the transaction (`MarkerSender`): partitions of this
+markers go to every partition of the transaction (workers/txn/markers.py): partitions of this
 worker through `workers.handlers.write_txn_markers.apply_markers` in process, those of
 other workers of this broker as WriteTxnMarkers over the worker mesh (router.forward),
 those led by other brokers as WriteTxnMarkers requests on a broker connection
@@ -37,7 +37,7 @@ older than their timeout are fenced (epoch bump) and aborted; every
 Complete*) longer than `transactional.id.expiration.ms` are removed (tombstone).
 
 KIP-890 part 1: `verify_partitions` answers AddPartitionsToTxn v4 verifyOnly; the
-produce path of the partition owner calls `broker.txn_verifier` (`TxnVerifier` below)
+produce path of the partition owner calls `broker.txn_verifier` (workers/txn/verifier.py)
 for a transactional batch whose producer has no open transaction on that partition yet,
 which asks the coordinator (in process, over the mesh, or over a broker connection).
 KIP-890 part 2 (an epoch bump per transaction) is not served: workers/txn/__init__.py.
@@ -48,14 +48,15 @@ them into what the request version knows (workers/handlers/_txn.py `for_version`
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 
-from mpbroker.protocol import api_keys as K
+from mpbroker.metadata.model import OFFSETS_TOPIC
+from mpbroker.metadata.model import TRANSACTION_STATE_TOPIC as TXN_TOPIC
 from mpbroker.protocol.errors import ErrorCode as E
 from storage.batch import BatchBuilder
 from workers.coordinator_log import append_committed_async, load_with_backoff, replay
 from workers.txn import records as rec
+from workers.txn.markers import MarkerSender
 from workers.txn.state import (
     BY_NAME, COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, NAMES, NO_PRODUCER_EPOCH, ONGOING,
     PREPARE_ABORT, PREPARE_COMMIT, PREPARE_EPOCH_FENCE, IllegalTransition, TransactionMetadata,
@@ -63,8 +64,6 @@ from workers.txn.state import (
 
 log = logging.getLogger(__name__)
 
-TXN_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 5 * 1024 * 1024  # Kafka's transaction.state.log.load.buffer.size
 APPEND_TIMEOUT_MS = 30000
 DEFAULT_ABORT_INTERVAL_MS = 10000
@@ -99,22 +98,6 @@ class TxnPartitionState:
         self.loading = True
         self.active = True
         self.load_task: asyncio.Task | None = None  # the replay (became_coordinator)
-
-
-class _Ctx:
-    """The request context of a request this worker sends itself (mesh forwards)."""
-
-    def __init__(self, api_key: int, version: int):
-        self.api_key = api_key
-        self.api_version = version
-        self.correlation_id = 0
-        self.client_id = "mpbroker-txn-coordinator"
-        self.client_host = ""
-        self.connection = None
-
-
-async def _value(x):
-    return await x if inspect.isawaitable(x) else x
 
 
 class TransactionService:
@@ -645,178 +628,3 @@ def _valid_producer_id(meta: TransactionMetadata, expected: tuple[int, int]) -> 
     pid, epoch = expected
     return (meta.producer_epoch == NO_PRODUCER_EPOCH or pid == meta.producer_id
             or (pid == meta.last_producer_id and is_epoch_exhausted(epoch)))
-
-
-# ================================================================ markers
-class MarkerSender:
-    """Writes COMMIT/ABORT markers to partitions wherever they live (see module doc)."""
-
-    def __init__(self, broker):
-        self.broker = broker
-        self.channels = None
-
-    def close(self) -> None:
-        if self.channels is not None:
-            self.channels.close()
-
-    async def write(self, producer_id: int, producer_epoch: int, commit: bool,
-                    coordinator_epoch: int, partitions: list) -> dict:
-        """{(topic, p): error code} for every partition given."""
-        broker = self.broker
-        md = broker.metadata
-        router = broker.router
-        local, by_worker, by_broker, out = [], {}, {}, {}
-        for t, p in partitions:
-            topic = md.topics.get(t)
-            if topic is None or p not in topic.partitions:
-                out[(t, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            leader = topic.partitions[p].leader
-            if leader != broker.broker_id:
-                by_broker.setdefault(leader, []).append((t, p))
-                continue
-            w = router.owner(t, p) if router is not None and router.active else broker.worker_id
-            if w == broker.worker_id:
-                local.append((t, p))
-            else:
-                by_worker.setdefault(w, []).append((t, p))
-
-        def request(tps):
-            topics: dict[str, list[int]] = {}
-            for t, p in tps:
-                topics.setdefault(t, []).append(p)
-            return {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
-                                 "transaction_result": commit,
-                                 "topics": [{"name": t, "partition_indexes": ps}
-                                            for t, ps in topics.items()],
-                                 "coordinator_epoch": coordinator_epoch}]}
-
-        waits = []
-        for w, tps in by_worker.items():
-            fut = router.forward(w, _Ctx(K.WRITE_TXN_MARKERS, 1), request(tps))
-            if fut is None:
-                local.extend(tps)
-            else:
-                waits.append((fut, tps))
-        for b, tps in by_broker.items():      # concurrently, one request per broker
-            waits.append((asyncio.ensure_future(self._remote(b, request(tps))), tps))
-        if local:
-            try:
-                from workers.handlers.write_txn_markers import apply_markers
-                res = await _value(apply_markers(broker, request(local)["markers"]))
-                _collect(res, out, local)
-            except Exception:
-                log.exception("writing transaction markers locally")
-                for tp in local:
-                    out.setdefault(tp, E.UNKNOWN_SERVER_ERROR)
-        for fut, tps in waits:
-            try:
-                _collect(await fut, out, tps)
-            except Exception as e:
-                log.info("writing transaction markers to %s failed: %s", tps, e)
-                for tp in tps:
-                    out.setdefault(tp, E.NOT_LEADER_OR_FOLLOWER)
-        for tp in partitions:
-            out.setdefault(tuple(tp), E.UNKNOWN_SERVER_ERROR)
-        return out
-
-    async def _remote(self, broker_id: int, body: dict):
-        return await self._remote_request(broker_id, K.WRITE_TXN_MARKERS, 1, body)
-
-    async def _remote_request(self, broker_id: int, api_key: int, version: int, body: dict):
-        """One request to another broker (workers/txn/channel.py) -> response body."""
-        if self.channels is None:
-            from workers.txn.channel import BrokerChannels
-            self.channels = BrokerChannels(self.broker)
-        return await self.channels.request(broker_id, api_key, version, body)
-
-
-def _collect(res, out: dict, tps) -> None:
-    """Per-partition codes from a WriteTxnMarkers response body (or its markers list)."""
-    markers = res.get("markers") if isinstance(res, dict) else res
-    for m in markers or ():
-        for t in m.get("topics") or ():
-            for p in t.get("partitions") or ():
-                out[(t["name"], p["partition_index"])] = p["error_code"]
-    for tp in tps:
-        out.setdefault(tuple(tp), E.UNKNOWN_SERVER_ERROR)
-
-
-# ================================================================ KIP-890 verification
-class TxnVerifier:
-    """`broker.txn_verifier`: may a transactional batch of (transactional_id, producer_id,
-    producer_epoch) go into (topic, partition)? Asks the coordinator whether the partition
-    was added to the producer's ongoing transaction (AddPartitionsToTxn v4 verifyOnly),
-    unless the partition already has an open transaction of that producer and epoch
-    (then it was verified when that transaction's first batch came). Returns a Produce
-    error code, or an awaitable of one: the coordinator's retriable answers become
-    NOT_ENOUGH_REPLICAS (retriable for every client, as Kafka 3.6+ does), an unknown
-    producer id mapping INVALID_TXN_STATE, a fenced epoch INVALID_PRODUCER_EPOCH (what
-    the partition's own producer-state check answers for an old epoch)."""
-
-    def __init__(self, broker):
-        self.broker = broker
-
-    def __call__(self, transactional_id, producer_id: int, producer_epoch: int,
-                 topic: str, partition: int):
-        broker = self.broker
-        p = broker.partition(topic, partition)
-        if p is not None:
-            entry = p.log.producer_state.last_entry(producer_id)
-            if (entry is not None and entry.producer_epoch == producer_epoch
-                    and entry.current_txn_first_offset is not None):
-                return E.NONE
-        if not transactional_id:
-            return E.INVALID_TXN_STATE
-        return self._ask(transactional_id, producer_id, producer_epoch, topic, partition)
-
-    async def _ask(self, tid, pid, epoch, topic, partition) -> int:
-        broker = self.broker
-        txn = broker.transactions
-        tp = (topic, partition)
-        if TXN_TOPIC not in broker.metadata.topics:
-            return E.INVALID_TXN_STATE
-        idx = txn.partition_for(tid)
-        leader = broker.metadata.topics[TXN_TOPIC].partitions[idx].leader
-        body = {"transactions": [{"transactional_id": tid, "producer_id": pid,
-                                  "producer_epoch": epoch, "verify_only": True,
-                                  "topics": [{"name": topic, "partitions": [partition]}]}]}
-        code = None
-        try:
-            if leader == broker.broker_id:
-                router = broker.router
-                w = (router.owner(TXN_TOPIC, idx) if router is not None and router.active
-                     else broker.worker_id)
-                if w == broker.worker_id:
-                    code = txn.verify_partitions(tid, pid, epoch, [tp])[tp]
-                else:
-                    fut = router.forward(w, _Ctx(K.ADD_PARTITIONS_TO_TXN, 4), body)
-                    if fut is None:
-                        code = E.NOT_COORDINATOR
-                    else:
-                        code = _verify_code(await fut, tp)
-            else:
-                code = _verify_code(await txn.markers._remote_request(
-                    leader, K.ADD_PARTITIONS_TO_TXN, 4, body), tp)
-        except Exception as e:
-            log.info("verifying %s with the transaction coordinator failed: %s", tp, e)
-            code = E.COORDINATOR_NOT_AVAILABLE
-        if code in (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
-                    E.NOT_COORDINATOR, E.CONCURRENT_TRANSACTIONS):
-            return E.NOT_ENOUGH_REPLICAS
-        if code == E.INVALID_PRODUCER_ID_MAPPING:
-            return E.INVALID_TXN_STATE
-        if code == E.PRODUCER_FENCED:
-            return E.INVALID_PRODUCER_EPOCH
-        return code
-
-
-def _verify_code(resp: dict, tp) -> int:
-    if resp.get("error_code"):
-        return resp["error_code"]
-    for r in resp.get("results_by_transaction") or ():
-        for t in r.get("topic_results") or ():
-            for p in t.get("results_by_partition") or ():
-                if (t["name"], p["partition_index"]) == tuple(tp):
-                    return p["partition_error_code"]
-    return E.UNKNOWN_SERVER_ERROR
