@@ -10,9 +10,11 @@ admin.py, load.py) are mixins over it; they call each other's methods through `s
 from __future__ import annotations
 
 import uuid
-from typing import Callable
+from typing import Callable, Mapping
 
+from mpbroker.config import BrokerConfig
 from workers.groups import errors
+from workers.groups.config import GroupConfig
 from workers.groups.consumer_protocol import ConsumerGroupProtocol
 from workers.groups.group import ClassicGroup
 from workers.groups.partitioner import coordinator_partition
@@ -21,38 +23,36 @@ LOADING = "loading"
 ACTIVE = "active"
 UNLOADED = "unloaded"
 
-DEFAULTS = {
-    "group.min.session.timeout.ms": 6000,
-    "group.max.session.timeout.ms": 1800000,
-    "group.initial.rebalance.delay.ms": 3000,
-    "group.max.size": 2147483647,
-    "offsets.retention.minutes": 10080,
-    "offsets.retention.check.interval.ms": 600000,
-    "offset.metadata.max.bytes": 4096,
-}
-
 # APIs that accept an empty group id (legacy: offsets of the "" group)
 _EMPTY_GROUP_ID_OK = frozenset({"OffsetCommit", "OffsetFetch", "DescribeGroups", "DeleteGroups"})
 
 
+def _count_in(config: Mapping) -> Callable[[], int | None]:
+    def count():
+        num = config.get("offsets.topic.num.partitions")
+        return int(num) if num is not None else None
+    return count
+
+
+def _no_count() -> None:
+    return None
+
+
 class CoordinatorBase:
-    def __init__(self, partition_id: int, config, clock: Callable[[], int], scheduler,
-                 appender, *, member_id_factory: Callable[[], str] | None = None,
-                 topic_metadata: Callable[[], dict] | None = None):
+    def __init__(self, partition_id: int, config: GroupConfig | BrokerConfig | Mapping,
+                 clock: Callable[[], int], scheduler, appender, *,
+                 member_id_factory: Callable[[], str] | None = None,
+                 topic_metadata: Callable[[], dict] | None = None,
+                 num_partitions: Callable[[], int | None] | None = None):
         # topic_metadata() -> {topic name: (topic id, partition count)}: the KIP-848
         # assignor's view of the cluster (the worker's metadata copy)
-        # config: a Mapping or anything with .get(key, default) (Kafka key names)
-        get = config.get
-        cfg = {key: get(key, default) for key, default in DEFAULTS.items()}
-        self._config_get = get
+        # num_partitions() -> offsets.topic.num.partitions as the worker's metadata has it
+        # (None: no check); without it, a plain mapping config's key, read at every check
+        if num_partitions is None:
+            num_partitions = _count_in(config) if isinstance(config, Mapping) else _no_count
+        self._num_partitions = num_partitions
+        self.config = config if isinstance(config, GroupConfig) else GroupConfig.from_config(config)
         self.partition_id = partition_id
-        self.min_session_timeout_ms = int(cfg["group.min.session.timeout.ms"])
-        self.max_session_timeout_ms = int(cfg["group.max.session.timeout.ms"])
-        self.initial_rebalance_delay_ms = int(cfg["group.initial.rebalance.delay.ms"])
-        self.max_group_size = int(cfg["group.max.size"])
-        self.offsets_retention_ms = int(cfg["offsets.retention.minutes"]) * 60 * 1000
-        self.retention_check_interval_ms = int(cfg["offsets.retention.check.interval.ms"])
-        self.max_metadata_size = int(cfg["offset.metadata.max.bytes"])
         self.clock = clock
         self.scheduler = scheduler
         self.appender = appender
@@ -64,7 +64,7 @@ class CoordinatorBase:
         self._append_seq = 0
         self._expiry_timer = None
         self._loading = None
-        self.consumer = ConsumerGroupProtocol(self, config, topic_metadata or (lambda: {}))
+        self.consumer = ConsumerGroupProtocol(self, self.config, topic_metadata or (lambda: {}))
 
     @property
     def num_partitions(self) -> int | None:
@@ -72,8 +72,7 @@ class CoordinatorBase:
         NOT_COORDINATOR). Read at every check, not once: in cluster mode the worker's
         metadata may still be receiving the offsets topic's partitions one by one when
         the coordinator is created, and a count frozen then would refuse its groups."""
-        num = self._config_get("offsets.topic.num.partitions", None)
-        return int(num) if num is not None else None
+        return self._num_partitions()
 
     def _schedule(self, delay_ms: int, fn: Callable[[], None]):
         epoch = self._epoch
@@ -129,7 +128,7 @@ class CoordinatorBase:
 
     def _metadata_ok(self, metadata: str | None) -> bool:
         # Kafka compares String.length(): UTF-16 code units
-        return metadata is None or len(metadata.encode("utf-16-le")) // 2 <= self.max_metadata_size
+        return metadata is None or len(metadata.encode("utf-16-le")) // 2 <= self.config.max_metadata_size
 
     def _new_group(self, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, state_timestamp_ms=self.clock())

@@ -61,7 +61,8 @@ from typing import Callable, Iterable, Mapping
 
 from workers.groups import errors
 from workers.groups import records as rec
-from workers.groups.assignors import ASSIGNORS, assignor_names
+from workers.groups.assignors import ASSIGNORS
+from workers.groups.config import GroupConfig
 from workers.groups.consumer_metadata import PROTOCOL_TYPE, Assignment, Subscription, \
     encode_assignment, encode_subscription
 from workers.groups.group import DEAD, EMPTY, STABLE, ClassicGroup
@@ -79,14 +80,6 @@ UNRELEASED_PARTITIONS = 2
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-INT32_MAX = 2147483647
-
-DEFAULTS = {
-    "group.consumer.session.timeout.ms": 45000,
-    "group.consumer.heartbeat.interval.ms": 5000,
-    "group.consumer.max.size": INT32_MAX,
-    "group.consumer.assignors": "uniform,range",
-}
 
 TopicPartition = tuple[bytes, int]  # (topic id, partition)
 Partitions = frozenset  # of TopicPartition
@@ -168,13 +161,6 @@ def from_map(m: Mapping[bytes, Iterable[int]] | None) -> frozenset:
     return frozenset((bytes(t), p) for t, ps in (m or {}).items() for p in ps)
 
 
-def _int(v, default: int) -> int:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
-
-
 # ------------------------------------------------------------------------- undo
 
 _TIMER_FIELDS = frozenset({"heartbeat_timer", "rebalance_timer", "join_timer", "sync_timer",
@@ -253,16 +239,13 @@ def _error_response(code: int, message: str | None = None) -> dict:
 
 
 class ConsumerGroupProtocol:
-    def __init__(self, coordinator, config, topic_metadata: Callable[[], Mapping[str, tuple[bytes, int]]]):
-        get = config.get
+    def __init__(self, coordinator, config: GroupConfig,
+                 topic_metadata: Callable[[], Mapping[str, tuple[bytes, int]]]):
         self.coord = coordinator
-        self.session_timeout_ms = _int(get("group.consumer.session.timeout.ms", None),
-                                       DEFAULTS["group.consumer.session.timeout.ms"])
-        self.heartbeat_interval_ms = _int(get("group.consumer.heartbeat.interval.ms", None),
-                                          DEFAULTS["group.consumer.heartbeat.interval.ms"])
-        self.max_size = _int(get("group.consumer.max.size", None), INT32_MAX)
-        self.assignors = assignor_names(get("group.consumer.assignors", None)
-                                         or DEFAULTS["group.consumer.assignors"])
+        self.session_timeout_ms = config.consumer_session_timeout_ms
+        self.heartbeat_interval_ms = config.consumer_heartbeat_interval_ms
+        self.max_size = config.consumer_max_size
+        self.assignors = list(config.consumer_assignors)
         self.topic_metadata = topic_metadata
 
     # ------------------------------------------------------------------ helpers

@@ -163,7 +163,7 @@ class Loading(CoordinatorBase):
         if isinstance(group, ConsumerGroup):
             self.consumer.on_loaded(group)
             return
-        if len(group.members) > self.max_group_size:
+        if len(group.members) > self.config.max_group_size:
             # over capacity (group.max.size was lowered): rebalance, the extra members
             # get GROUP_MAX_SIZE_REACHED when they rejoin
             self._prepare_rebalance(group)

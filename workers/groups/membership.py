@@ -54,7 +54,7 @@ class Membership(CoordinatorBase):
                       protocol_type=req.get("protocol_type", ""), protocols=protocols,
                       version=version, reply=reply)
 
-        if not self.min_session_timeout_ms <= session_timeout <= self.max_session_timeout_ms:
+        if not self.config.min_session_timeout_ms <= session_timeout <= self.config.max_session_timeout_ms:
             reply(JoinResult(member_id, errors.INVALID_SESSION_TIMEOUT))
             return
         group = self.groups.get(group_id)
@@ -92,8 +92,8 @@ class Membership(CoordinatorBase):
         if group.is_(PREPARING_REBALANCE):
             member = group.members.get(member_id)
             return ((member is not None and member.is_awaiting_join)
-                    or group.num_members_awaiting_join < self.max_group_size)
-        return group.has(member_id) or len(group.members) < self.max_group_size
+                    or group.num_members_awaiting_join < self.config.max_group_size)
+        return group.has(member_id) or len(group.members) < self.config.max_group_size
 
     def _new_member_join(self, group, *, require_known, instance_id, client_id, reply, **params):
         if group.is_(DEAD):
@@ -281,7 +281,7 @@ class Membership(CoordinatorBase):
         if was_empty:
             # InitialDelayedJoin: wait for more members before the first generation, and
             # extend the wait (up to the rebalance timeout) while members keep coming
-            delay = self.initial_rebalance_delay_ms
+            delay = self.config.initial_rebalance_delay_ms
             group.join_timer_initial = True
             group.join_delay_ms = delay
             group.join_remaining_ms = max(rebalance_timeout - delay, 0)
@@ -308,7 +308,7 @@ class Membership(CoordinatorBase):
         group.join_timer = None
         if group.new_member_added and group.join_remaining_ms != 0:
             group.new_member_added = False
-            delay = min(self.initial_rebalance_delay_ms, group.join_remaining_ms)
+            delay = min(self.config.initial_rebalance_delay_ms, group.join_remaining_ms)
             group.join_remaining_ms = max(group.join_remaining_ms - group.join_delay_ms, 0)
             group.join_delay_ms = delay
             group.join_timer = self._schedule(delay, lambda: self._on_initial_join_expired(group))

@@ -252,11 +252,11 @@ class Offsets(CoordinatorBase):
         now = self.clock() if now_ms is None else now_ms
         removed = 0
         for group in list(self.groups.values()):
-            removed += self._cleanup_group(group, group.remove_expired_offsets(now, self.offsets_retention_ms))
+            removed += self._cleanup_group(group, group.remove_expired_offsets(now, self.config.offsets_retention_ms))
         return removed
 
     def _schedule_expiry(self) -> None:
         def tick():
             self.expire_offsets()
             self._schedule_expiry()
-        self._expiry_timer = self._schedule(self.retention_check_interval_ms, tick)
+        self._expiry_timer = self._schedule(self.config.retention_check_interval_ms, tick)

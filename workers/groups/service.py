@@ -31,10 +31,10 @@ import logging
 import time
 
 from mpbroker.metadata.model import OFFSETS_TOPIC
-from storage import codecs
 from storage import errors as serr
 from storage.batch import BatchBuilder, parse_control_key
 from workers.coordinator_log import append_committed, load_with_backoff, replay
+from workers.groups.config import GroupConfig
 from workers.groups.coordinator import GroupCoordinator, LoadRecord, TxnMarker
 from workers.groups.partitioner import coordinator_partition
 
@@ -55,11 +55,7 @@ class GroupService:
         self.coordinators: dict[int, GroupCoordinator] = {}
         self.scheduler = _Scheduler(broker.loop_timer)
         self._loads: dict[int, asyncio.Task] = {}
-        cfg = broker.config
-        self.required_acks = cfg["offsets.commit.required.acks"]
-        self.commit_timeout_ms = cfg["offsets.commit.timeout.ms"]
-        self.load_buffer_bytes = cfg["offsets.load.buffer.size"]
-        self.compression = _codec(cfg["offsets.topic.compression.codec"])
+        self.config = GroupConfig.from_config(broker.config)
 
     @property
     def num_partitions(self) -> int:
@@ -87,8 +83,8 @@ class GroupService:
         idx = partition.index
         self._stop(idx)  # a previous incarnation (a new leader epoch)
         coord = GroupCoordinator(
-            idx, _GroupConfig(self.broker), self.broker.clock, self.scheduler,
-            self._appender(partition), topic_metadata=self._topic_metadata)
+            idx, self.config, self.broker.clock, self.scheduler, self._appender(partition),
+            topic_metadata=self._topic_metadata, num_partitions=lambda: self.num_partitions)
         self.coordinators[idx] = coord
         coord.begin_load()
         self._loads[idx] = self.broker.loop_timer.loop.create_task(self._load(partition, coord))
@@ -119,7 +115,7 @@ class GroupService:
         started = time.monotonic()
 
         async def load() -> int:
-            chunks = await replay(partition.log, self.load_buffer_bytes,
+            chunks = await replay(partition.log, self.config.load_buffer_bytes,
                                   lambda batch: coord.load_records(_load_items(batch)), what)
             coord.finish_load()  # no await since the last chunk: nothing was missed
             return chunks
@@ -154,12 +150,12 @@ class GroupService:
                                    and 0 <= last < 0x7FFFFFFF) else 0
             builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
                                    is_transactional=producer_id >= 0, base_sequence=seq,
-                                   compression=self.compression, clock=broker.clock)
+                                   compression=self.config.compression, clock=broker.clock)
             for key, value in records:
                 builder.append(key, value)
             code = append_committed(broker, partition, builder.build(), callback,
-                                    required_acks=self.required_acks,
-                                    timeout_ms=self.commit_timeout_ms)
+                                    required_acks=self.config.commit_required_acks,
+                                    timeout_ms=self.config.commit_timeout_ms)
             if code:
                 log.warning("appending group records to %s-%d failed: error %d",
                             OFFSETS_TOPIC, partition.index, code)
@@ -183,33 +179,3 @@ def _load_items(batch) -> list:
         if ctype in (0, 1):  # 0 ABORT, 1 COMMIT
             items.append(TxnMarker(batch.producer_id, ctype == 1))
     return items
-
-
-def _codec(value) -> int:
-    """offsets.topic.compression.codec: Kafka's compression type id (0 none, 1 gzip,
-    2 snappy, 3 lz4, 4 zstd); anything else writes uncompressed batches."""
-    try:
-        codec = int(value)
-    except (TypeError, ValueError):
-        codec = -1
-    if not codecs.NONE <= codec <= codecs.ZSTD:
-        log.warning("offsets.topic.compression.codec=%r is not a compression type id; "
-                    "group records are written uncompressed", value)
-        return codecs.NONE
-    return codec
-
-
-class _GroupConfig:
-    """The coordinator reads Kafka's group/offsets keys through `.get`."""
-
-    def __init__(self, broker):
-        self.broker = broker
-
-    def get(self, key, default=None):
-        if key == "offsets.topic.num.partitions":
-            return self.broker.groups.num_partitions if self.broker.groups else \
-                self.broker.config[key]
-        if key == "offsets.retention.minutes":
-            return self.broker.config.get(key, default)
-        v = self.broker.config.get(key, default)
-        return default if v is None else v

@@ -56,6 +56,7 @@ from mpbroker.protocol.errors import ErrorCode as E
 from storage.batch import BatchBuilder
 from workers.coordinator_log import append_committed_async, load_with_backoff, replay
 from workers.txn import records as rec
+from workers.txn.config import TxnConfig
 from workers.txn.markers import MarkerSender
 from workers.txn.state import (
     BY_NAME, COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, NAMES, NO_PRODUCER_EPOCH, ONGOING,
@@ -64,10 +65,6 @@ from workers.txn.state import (
 
 log = logging.getLogger(__name__)
 
-LOAD_CHUNK_BYTES = 5 * 1024 * 1024  # Kafka's transaction.state.log.load.buffer.size
-APPEND_TIMEOUT_MS = 30000
-DEFAULT_ABORT_INTERVAL_MS = 10000
-DEFAULT_REMOVE_INTERVAL_MS = 3600000
 MARKER_RETRY_MAX_MS = 1000
 COMPLETION_WAIT_MS = 200
 
@@ -109,17 +106,9 @@ class TransactionService:
         self._completing: dict[TransactionMetadata, asyncio.Future] = {}
         self._timers = []
         self._closed = False
-        cfg = broker.config
-        self.max_timeout_ms = int(cfg.get("transaction.max.timeout.ms", 900000))
-        self.id_expiration_ms = int(cfg.get("transactional.id.expiration.ms", 604800000))
-        self.abort_interval_ms = int(cfg.get(
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            DEFAULT_ABORT_INTERVAL_MS) or DEFAULT_ABORT_INTERVAL_MS)
-        self.remove_interval_ms = int(cfg.get(
-            "transaction.remove.expired.transaction.cleanup.interval.ms",
-            DEFAULT_REMOVE_INTERVAL_MS) or DEFAULT_REMOVE_INTERVAL_MS)
-        self._arm(self.abort_interval_ms, self.abort_timed_out_transactions)
-        self._arm(self.remove_interval_ms, self.remove_expired_transactional_ids)
+        self.config = TxnConfig.from_config(broker.config)
+        self._arm(self.config.abort_interval_ms, self.abort_timed_out_transactions)
+        self._arm(self.config.remove_interval_ms, self.remove_expired_transactional_ids)
 
     # ------------------------------------------------------------ plumbing
     @property
@@ -233,13 +222,13 @@ class TransactionService:
 
     async def _load(self, ps: TxnPartitionState) -> dict[str, TransactionMetadata]:
         """The partition's transactions (workers/coordinator_log.py `replay`), read in
-        chunks of LOAD_CHUNK_BYTES."""
+        chunks of `transaction.state.log.load.buffer.size` bytes."""
         txns: dict[str, TransactionMetadata] = {}
 
         def on_batch(batch):
             if not batch.is_control:
                 self._load_batch(ps, batch, txns)
-        await replay(ps.partition.log, LOAD_CHUNK_BYTES, on_batch, f"{TXN_TOPIC}-{ps.index}",
+        await replay(ps.partition.log, self.config.load_buffer_bytes, on_batch, f"{TXN_TOPIC}-{ps.index}",
                      lambda: self._current(ps))
         return txns
 
@@ -274,7 +263,7 @@ class TransactionService:
         data = BatchBuilder(clock=self._now).append(rec.encode_key(meta.transactional_id),
                                                     value).build()
         code = await append_committed_async(self.broker, ps.partition, data,
-                                            required_acks=-1, timeout_ms=APPEND_TIMEOUT_MS)
+                                            required_acks=-1, timeout_ms=self.config.append_timeout_ms)
         if code:
             log.warning("appending to %s-%d failed: error %d", TXN_TOPIC, ps.index, code)
             return _APPEND_ERRORS.get(code, E.UNKNOWN_SERVER_ERROR)
@@ -304,7 +293,7 @@ class TransactionService:
         if tid == "":
             return E.INVALID_REQUEST, -1, -1
         timeout = req.get("transaction_timeout_ms", 0)
-        if timeout <= 0 or timeout > self.max_timeout_ms:
+        if timeout <= 0 or timeout > self.config.max_timeout_ms:
             return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
         expected = None
         if version >= 3 and req.get("producer_id", -1) != -1:
@@ -551,7 +540,7 @@ class TransactionService:
                 continue
             for meta in list(ps.txns.values()):
                 if (meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and not meta.pending
-                        and meta.last_update_ms + self.id_expiration_ms <= now):
+                        and meta.last_update_ms + self.config.id_expiration_ms <= now):
                     self._spawn(self._expire(ps, meta))
                     n += 1
         return n
