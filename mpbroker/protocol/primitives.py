@@ -328,3 +328,75 @@ class Writer:
             self.buf += uvarint_bytes(tag)
             self.buf += uvarint_bytes(len(data))
             self.buf += data
+
+
+# ------------------------------------------------------------------- versioned structs
+
+class VersionedReader(Reader):
+    """A Reader for one version of a versioned struct (the records of the internal
+    topics, workers/groups/records.py and workers/txn/records.py): `flexible` (Kafka's
+    flexibleVersions) picks compact strings, bytes and arrays and a tagged-field section
+    at the end of each struct, as the generated code does. A null array or bytes where
+    none is allowed makes the reader bad, like a short read."""
+    __slots__ = ("flexible",)
+
+    def __init__(self, buf, flexible: bool = False):
+        super().__init__(buf)
+        self.flexible = flexible
+
+    def _length(self, classic) -> int:
+        return self.uvarint() - 1 if self.flexible else classic()
+
+    def field_string(self, nullable: bool = False) -> str | None:
+        return self._text(self._length(self.int16), nullable)
+
+    def field_bytes(self) -> bytes:
+        return self._blob(self._length(self.int32), False)
+
+    def field_array_len(self, nullable: bool = False) -> int:
+        """The count; -1 for a null array where `nullable`."""
+        n = self._count(self._length(self.int32))
+        if n < 0 and not nullable:
+            self.bad = True
+            return 0
+        return n
+
+    def end_struct(self) -> dict[int, memoryview]:
+        """The struct's tagged fields ({} when not flexible)."""
+        return self.tagged_fields() if self.flexible else {}
+
+
+class VersionedWriter(Writer):
+    """The Writer counterpart of `VersionedReader`."""
+    __slots__ = ("flexible",)
+
+    def __init__(self, flexible: bool = False):
+        super().__init__()
+        self.flexible = flexible
+
+    def _length(self, n: int, classic) -> None:
+        if self.flexible:
+            self.buf += uvarint_bytes(n + 1)
+        else:
+            self.buf += classic.pack(n)
+
+    def field_string(self, v: str | None) -> None:
+        if v is None:
+            self._length(-1, _h)
+            return
+        data = v.encode("utf-8")
+        if len(data) > 0x7FFF:
+            raise ValueError("string longer than 32767 bytes")
+        self._length(len(data), _h)
+        self.buf += data
+
+    def field_bytes(self, v) -> None:
+        self._length(len(v), _i)
+        self.buf += v
+
+    def field_array_len(self, n: int | None) -> None:
+        self._length(-1 if n is None else n, _i)
+
+    def end_struct(self, fields: dict[int, bytes] | None = None) -> None:
+        if self.flexible:
+            self.tagged_fields(fields)
