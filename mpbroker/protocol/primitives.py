@@ -11,6 +11,12 @@ Wire formats (all fixed-width integers big-endian):
 * compact string/bytes/array (flexible versions): uvarint of length+1 (0: null);
 * tagged fields: uvarint count, then (uvarint tag, uvarint size, data) per field.
 
+One reader and writer for every codec above storage: the protocol's messages (the
+generated codec.py compiles its own decoders from the same rules), and the records of
+the internal topics (`VersionedReader` / `VersionedWriter`: workers/groups/records.py,
+workers/txn/records.py, workers/groups/consumer_metadata.py). The varint encoders are
+storage's (storage/varint.py: storage is the lowest layer and record batches need them).
+
 The Reader follows franz-go's kbin: a read past the end does not raise; it marks the
 reader bad and returns a zero value, and the caller checks once, at the end, with
 `complete()` (which raises ProtocolError). A length or count larger than the bytes
@@ -21,6 +27,9 @@ at the end of the message (see codec.py).
 from __future__ import annotations
 
 import struct
+
+from storage.varint import encode_uvarint as uvarint_bytes
+from storage.varint import encode_varint
 
 from .errors import ProtocolError
 
@@ -54,31 +63,6 @@ def read_uvarlong(buf, pos: int) -> tuple[int, int]:
     return read_uvarint(buf, pos, 10)
 
 
-def uvarint_bytes(n: int) -> bytes:
-    """The base-128 encoding of a non-negative int."""
-    if n < 0:
-        raise ValueError(f"uvarint of a negative number {n}")
-    if n < 0x80:
-        return _SMALL_UVARINT[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL_UVARINT = [bytes([n]) for n in range(0x80)]
-
-
-def zigzag32(n: int) -> int:
-    return ((n << 1) ^ (n >> 31)) & 0xFFFFFFFF
-
-
-def zigzag64(n: int) -> int:
-    return ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
-
-
 def unzigzag(n: int) -> int:
     return (n >> 1) ^ -(n & 1)
 
@@ -86,13 +70,11 @@ def unzigzag(n: int) -> int:
 def varint_bytes(n: int) -> bytes:
     if not -0x80000000 <= n <= 0x7FFFFFFF:
         raise ValueError(f"varint out of range: {n}")
-    return uvarint_bytes(zigzag32(n))
+    return encode_varint(n)     # zig-zag 64 and 32 agree on int32 values
 
 
 def varlong_bytes(n: int) -> bytes:
-    if not -0x8000000000000000 <= n <= 0x7FFFFFFFFFFFFFFF:
-        raise ValueError(f"varlong out of range: {n}")
-    return uvarint_bytes(zigzag64(n))
+    return encode_varint(n)
 
 
 def read_varint(buf, pos: int) -> tuple[int, int]:
