@@ -90,11 +90,11 @@ class Loading(CoordinatorBase):
                         if value is None:
                             pending.pop(gtp, None)
                         else:
-                            pending[gtp] = CommitRecord(self._oam(rec.decode_offset_commit_value(value)), seq)
+                            pending[gtp] = CommitRecord(self._offset_and_metadata(rec.decode_offset_commit_value(value)), seq)
                     elif value is None:
                         offsets.pop(gtp, None)
                     else:
-                        offsets[gtp] = CommitRecord(self._oam(rec.decode_offset_commit_value(value)), seq)
+                        offsets[gtp] = CommitRecord(self._offset_and_metadata(rec.decode_offset_commit_value(value)), seq)
                 elif isinstance(key, rec.GroupMetadataKey):
                     if value is None:
                         groups.pop(key.group, None)
@@ -111,7 +111,7 @@ class Loading(CoordinatorBase):
                             self.partition_id, exc)
 
     @staticmethod
-    def _oam(v: rec.OffsetCommitValue) -> OffsetAndMetadata:
+    def _offset_and_metadata(v: rec.OffsetCommitValue) -> OffsetAndMetadata:
         return OffsetAndMetadata(v.offset, v.leader_epoch if v.leader_epoch >= 0 else -1,
                                  v.metadata, v.commit_timestamp, v.expire_timestamp)
 

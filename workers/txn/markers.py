@@ -13,8 +13,8 @@ import asyncio
 import inspect
 import logging
 
-from mpbroker.protocol import api_keys as K
-from mpbroker.protocol.errors import ErrorCode as E
+from mpbroker.protocol import api_keys
+from mpbroker.protocol.errors import ErrorCode
 from workers.handlers.write_txn_markers import apply_markers
 from workers.txn.channel import BrokerChannels
 
@@ -62,7 +62,7 @@ class MarkerSender:
         for t, p in partitions:
             topic = md.topics.get(t)
             if topic is None or p not in topic.partitions:
-                out[(t, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
+                out[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             leader = topic.partitions[p].leader
             if leader != broker.broker_id:
@@ -86,7 +86,7 @@ class MarkerSender:
 
         waits = []
         for w, tps in by_worker.items():
-            fut = router.forward(w, SelfRequestContext(K.WRITE_TXN_MARKERS, 1), request(tps))
+            fut = router.forward(w, SelfRequestContext(api_keys.WRITE_TXN_MARKERS, 1), request(tps))
             if fut is None:
                 local.extend(tps)
             else:
@@ -100,20 +100,20 @@ class MarkerSender:
             except Exception:
                 log.exception("writing transaction markers locally")
                 for tp in local:
-                    out.setdefault(tp, E.UNKNOWN_SERVER_ERROR)
+                    out.setdefault(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
         for fut, tps in waits:
             try:
                 _collect(await fut, out, tps)
             except Exception as e:
                 log.info("writing transaction markers to %s failed: %s", tps, e)
                 for tp in tps:
-                    out.setdefault(tp, E.NOT_LEADER_OR_FOLLOWER)
+                    out.setdefault(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         for tp in partitions:
-            out.setdefault(tuple(tp), E.UNKNOWN_SERVER_ERROR)
+            out.setdefault(tuple(tp), ErrorCode.UNKNOWN_SERVER_ERROR)
         return out
 
     async def _remote(self, broker_id: int, body: dict):
-        return await self.remote_request(broker_id, K.WRITE_TXN_MARKERS, 1, body)
+        return await self.remote_request(broker_id, api_keys.WRITE_TXN_MARKERS, 1, body)
 
     async def remote_request(self, broker_id: int, api_key: int, version: int, body: dict):
         """One request to another broker (workers/txn/channel.py) -> response body."""
@@ -130,4 +130,4 @@ def _collect(res, out: dict, tps) -> None:
             for p in t.get("partitions") or ():
                 out[(t["name"], p["partition_index"])] = p["error_code"]
     for tp in tps:
-        out.setdefault(tuple(tp), E.UNKNOWN_SERVER_ERROR)
+        out.setdefault(tuple(tp), ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -52,7 +52,7 @@ import logging
 
 from mpbroker.metadata.model import OFFSETS_TOPIC
 from mpbroker.metadata.model import TRANSACTION_STATE_TOPIC as TXN_TOPIC
-from mpbroker.protocol.errors import ErrorCode as E
+from mpbroker.protocol.errors import ErrorCode
 from storage.batch import BatchBuilder
 from workers.coordinator_log import append_committed_async, load_with_backoff, replay
 from workers.txn import records as rec
@@ -70,18 +70,18 @@ COMPLETION_WAIT_MS = 200
 
 # Append errors -> what the coordinator answers (Kafka's TransactionStateManager).
 _APPEND_ERRORS = {
-    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
-    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
-    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
-    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 # Marker errors that end the attempt for a partition (the others are retried).
-_MARKER_FATAL = (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED,
-                 E.INVALID_REQUEST, E.CORRUPT_MESSAGE)
+_MARKER_FATAL = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                 ErrorCode.INVALID_REQUEST, ErrorCode.CORRUPT_MESSAGE)
 
 
 class TxnPartitionState:
@@ -157,13 +157,13 @@ class TransactionService:
         """(TxnPartitionState, error code) for the id's partition on this worker."""
         md = self.broker.metadata
         if md is None or TXN_TOPIC not in md.topics:
-            return None, E.COORDINATOR_NOT_AVAILABLE
+            return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
         ps = self.states.get(self.partition_for(transactional_id))
         if ps is None or not ps.active:
-            return None, E.NOT_COORDINATOR
+            return None, ErrorCode.NOT_COORDINATOR
         if ps.loading:
-            return None, E.COORDINATOR_LOAD_IN_PROGRESS
-        return ps, E.NONE
+            return None, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ps, ErrorCode.NONE
 
     def _current(self, ps: TxnPartitionState) -> bool:
         return ps.active and self.states.get(ps.index) is ps and not ps.partition.closed
@@ -256,9 +256,9 @@ class TransactionService:
     async def _write(self, ps: TxnPartitionState, meta: TransactionMetadata, transit) -> int:
         """Persist `transit` (None: a tombstone) for `meta`; 0 once committed."""
         if not self._current(ps):
-            return E.NOT_COORDINATOR
+            return ErrorCode.NOT_COORDINATOR
         if ps.coordinator_epoch != ps.partition.leader_epoch:
-            return E.NOT_COORDINATOR
+            return ErrorCode.NOT_COORDINATOR
         value = None if transit is None else rec.encode_value(transit.to_value())
         data = BatchBuilder(clock=self._now).append(rec.encode_key(meta.transactional_id),
                                                     value).build()
@@ -266,10 +266,10 @@ class TransactionService:
                                             required_acks=-1, timeout_ms=self.config.append_timeout_ms)
         if code:
             log.warning("appending to %s-%d failed: error %d", TXN_TOPIC, ps.index, code)
-            return _APPEND_ERRORS.get(code, E.UNKNOWN_SERVER_ERROR)
+            return _APPEND_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
         if not self._current(ps):
-            return E.NOT_COORDINATOR
-        return E.NONE
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
 
     async def _transition(self, ps, meta, transit) -> int:
         code = await self._write(ps, meta, transit)
@@ -291,10 +291,10 @@ class TransactionService:
     async def _init_producer_id(self, version: int, req) -> tuple[int, int, int]:
         tid = req["transactional_id"]
         if tid == "":
-            return E.INVALID_REQUEST, -1, -1
+            return ErrorCode.INVALID_REQUEST, -1, -1
         timeout = req.get("transaction_timeout_ms", 0)
         if timeout <= 0 or timeout > self.config.max_timeout_ms:
-            return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
         expected = None
         if version >= 3 and req.get("producer_id", -1) != -1:
             expected = (req["producer_id"], req.get("producer_epoch", -1))
@@ -313,27 +313,27 @@ class TransactionService:
                                            last_update_ms=self._now())
                 ps.txns[tid] = meta
         if expected is not None and not _valid_producer_id(meta, expected):
-            return E.PRODUCER_FENCED, -1, -1
+            return ErrorCode.PRODUCER_FENCED, -1, -1
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and await self._await_completion(meta):
             return await self._init_producer_id(version, req)
         if meta.pending or meta.state in (PREPARE_COMMIT, PREPARE_ABORT, DEAD,
                                           PREPARE_EPOCH_FENCE):
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if meta.state == ONGOING:
             # Fence the current producer: bump the epoch and abort what it left open; the
             # client retries (CONCURRENT_TRANSACTIONS) and then gets a second bump.
             meta.fence_epoch()
             code = await self._end_transaction(ps, meta, meta.producer_id, meta.producer_epoch,
                                                False, from_client=False)
-            return (code or E.CONCURRENT_TRANSACTIONS), -1, -1
+            return (code or ErrorCode.CONCURRENT_TRANSACTIONS), -1, -1
         now = self._now()
         if is_epoch_exhausted(meta.producer_epoch) and (
                 expected is None or expected[1] == meta.producer_epoch):
             new_pid = await self.broker.next_producer_id()
             if ps.txns.get(tid) is not meta or not self._current(ps):
-                return E.NOT_COORDINATOR, -1, -1
+                return ErrorCode.NOT_COORDINATOR, -1, -1
             if meta.pending or meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
-                return E.CONCURRENT_TRANSACTIONS, -1, -1
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
             transit = meta.prepare_rotation(new_pid, timeout, now, expected is not None)
         else:
             code, transit = meta.prepare_increment_epoch(
@@ -343,21 +343,21 @@ class TransactionService:
         code = await self._transition(ps, meta, transit)
         if code:
             return code, -1, -1
-        return E.NONE, meta.producer_id, meta.producer_epoch
+        return ErrorCode.NONE, meta.producer_id, meta.producer_epoch
 
     # ------------------------------------------------------------ AddPartitionsToTxn
     def _check_producer(self, meta, producer_id: int, producer_epoch: int) -> int:
         if meta is None or meta.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if meta.producer_epoch != producer_epoch:
-            return E.PRODUCER_FENCED
-        return E.NONE
+            return ErrorCode.PRODUCER_FENCED
+        return ErrorCode.NONE
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]]) -> int:
         """The client path (v0-v3, and v4+ without verifyOnly): one error for all."""
         if not tid:
-            return E.INVALID_REQUEST
+            return ErrorCode.INVALID_REQUEST
         ps, code = self.lookup(tid)
         if code:
             return code
@@ -368,87 +368,87 @@ class TransactionService:
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and await self._await_completion(meta):
             return await self.add_partitions(tid, producer_id, producer_epoch, partitions)
         if meta.pending or meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return E.CONCURRENT_TRANSACTIONS
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if meta.state == ONGOING and set(partitions) <= meta.partitions:
-            return E.NONE
+            return ErrorCode.NONE
         try:
             transit = meta.prepare_add_partitions(partitions, self._now())
         except IllegalTransition:
-            return E.INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE
         return await self._transition(ps, meta, transit)
 
     def verify_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                           partitions: list[tuple[str, int]]) -> dict:
         """AddPartitionsToTxn v4 verifyOnly (KIP-890): {(topic, p): error code}."""
-        ps, code = self.lookup(tid) if tid else (None, E.INVALID_REQUEST)
+        ps, code = self.lookup(tid) if tid else (None, ErrorCode.INVALID_REQUEST)
         if not code:
             meta = ps.txns.get(tid)
             code = self._check_producer(meta, producer_id, producer_epoch)
             if not code and meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                code = E.CONCURRENT_TRANSACTIONS
+                code = ErrorCode.CONCURRENT_TRANSACTIONS
         if code:
             return {tp: code for tp in partitions}
         ongoing = meta.state == ONGOING
-        return {tp: E.NONE if ongoing and tp in meta.partitions else E.INVALID_TXN_STATE
+        return {tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.INVALID_TXN_STATE
                 for tp in partitions}
 
     # ------------------------------------------------------------ AddOffsetsToTxn
     async def add_offsets(self, tid: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> int:
         if group_id is None or group_id == "":
-            return E.INVALID_GROUP_ID
+            return ErrorCode.INVALID_GROUP_ID
         if OFFSETS_TOPIC not in self.broker.metadata.topics:
             await self.broker.controller.ensure_internal_topic(OFFSETS_TOPIC)
         groups = self.broker.groups
         if groups is None:
-            return E.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return await self.add_partitions(tid, producer_id, producer_epoch,
                                          [(OFFSETS_TOPIC, groups.partition_for(group_id))])
 
     # ------------------------------------------------------------ EndTxn
     async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
         if not tid:
-            return E.INVALID_REQUEST
+            return ErrorCode.INVALID_REQUEST
         ps, code = self.lookup(tid)
         if code:
             return code
         meta = ps.txns.get(tid)
         if meta is None:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         return await self._end_transaction(ps, meta, producer_id, producer_epoch, commit,
                                            from_client=True)
 
     async def _end_transaction(self, ps, meta, producer_id, producer_epoch, commit: bool,
                                from_client: bool) -> int:
         if meta.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if from_client and meta.producer_epoch != producer_epoch:
-            return E.PRODUCER_FENCED
+            return ErrorCode.PRODUCER_FENCED
         fencing = meta.pending_state == PREPARE_EPOCH_FENCE
         if meta.pending and not (fencing and not from_client):
-            return E.CONCURRENT_TRANSACTIONS
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         state = meta.state
         if state == ONGOING:
             try:
                 transit = meta.prepare_abort_or_commit(commit, self._now())
             except IllegalTransition:
                 meta.abort_pending()
-                return E.INVALID_TXN_STATE
+                return ErrorCode.INVALID_TXN_STATE
         elif state == COMPLETE_COMMIT:
-            return E.NONE if commit else E.INVALID_TXN_STATE
+            return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
         elif state == COMPLETE_ABORT:
-            return E.INVALID_TXN_STATE if commit else E.NONE
+            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE
         elif state == PREPARE_COMMIT:
-            return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
+            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
         elif state == PREPARE_ABORT:
-            return E.INVALID_TXN_STATE if commit else E.CONCURRENT_TRANSACTIONS
+            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS
         else:
-            return E.INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE
         code = await self._transition(ps, meta, transit)
         if code:
             return code
         self._spawn(self._complete_transaction(ps, meta, commit))
-        return E.NONE
+        return ErrorCode.NONE
 
     async def _await_completion(self, meta, wait_ms: int = COMPLETION_WAIT_MS) -> bool:
         """Wait (bounded) for the markers + Complete* of `meta`'s decided transaction.
@@ -483,9 +483,9 @@ class TransactionService:
             results = await self.markers.write(pid, epoch, commit, ps.coordinator_epoch,
                                                sorted(remaining))
             for tp, code in results.items():
-                if code == E.NONE:
+                if code == ErrorCode.NONE:
                     remaining.discard(tp)
-                elif code in _MARKER_FATAL or (code == E.UNKNOWN_TOPIC_OR_PARTITION
+                elif code in _MARKER_FATAL or (code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                                                and not self._partition_exists(*tp)):
                     log.warning("transaction %s: marker for %s-%d failed (%s), giving up "
                                 "on that partition", meta.transactional_id, tp[0], tp[1], code)
@@ -502,7 +502,7 @@ class TransactionService:
                 continue
             transit = meta.prepare_complete(self._now())
             code = await self._transition(ps, meta, transit)
-            if code in (E.NONE, E.NOT_COORDINATOR):
+            if code in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR):
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, MARKER_RETRY_MAX_MS / 1000)
@@ -563,10 +563,10 @@ class TransactionService:
         out = {"error_code": 0, "transactional_id": tid, "transaction_state": "",
                "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
                "producer_id": -1, "producer_epoch": -1, "topics": []}
-        ps, code = self.lookup(tid) if tid else (None, E.TRANSACTIONAL_ID_NOT_FOUND)
+        ps, code = self.lookup(tid) if tid else (None, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
         meta = ps.txns.get(tid) if ps is not None else None
         if not code and (meta is None or meta.state == DEAD):
-            code = E.TRANSACTIONAL_ID_NOT_FOUND
+            code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
         if code:
             out["error_code"] = code
             return out
@@ -588,11 +588,11 @@ class TransactionService:
                 unknown.append(s)
         pids = set(pid_filters or ())
         now = self._now()
-        error = E.NONE
+        error = ErrorCode.NONE
         out = []
         for ps in self.states.values():
             if ps.loading:
-                error = E.COORDINATOR_LOAD_IN_PROGRESS
+                error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
                 continue
             for meta in ps.txns.values():
                 if meta.state == DEAD:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 from mpbroker.metadata.model import TRANSACTION_STATE_TOPIC as TXN_TOPIC
-from mpbroker.protocol import api_keys as K
-from mpbroker.protocol.errors import ErrorCode as E
+from mpbroker.protocol import api_keys
+from mpbroker.protocol.errors import ErrorCode
 from workers.txn.markers import SelfRequestContext
 
 log = logging.getLogger(__name__)
@@ -39,9 +39,9 @@ class TxnVerifier:
             entry = p.log.producer_state.last_entry(producer_id)
             if (entry is not None and entry.producer_epoch == producer_epoch
                     and entry.current_txn_first_offset is not None):
-                return E.NONE
+                return ErrorCode.NONE
         if not transactional_id:
-            return E.INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE
         return self._ask(transactional_id, producer_id, producer_epoch, topic, partition)
 
     async def _ask(self, tid, pid, epoch, topic, partition) -> int:
@@ -49,7 +49,7 @@ class TxnVerifier:
         txn = broker.transactions
         tp = (topic, partition)
         if TXN_TOPIC not in broker.metadata.topics:
-            return E.INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE
         idx = txn.partition_for(tid)
         leader = broker.metadata.topics[TXN_TOPIC].partitions[idx].leader
         body = {"transactions": [{"transactional_id": tid, "producer_id": pid,
@@ -64,24 +64,24 @@ class TxnVerifier:
                 if w == broker.worker_id:
                     code = txn.verify_partitions(tid, pid, epoch, [tp])[tp]
                 else:
-                    fut = router.forward(w, SelfRequestContext(K.ADD_PARTITIONS_TO_TXN, 4), body)
+                    fut = router.forward(w, SelfRequestContext(api_keys.ADD_PARTITIONS_TO_TXN, 4), body)
                     if fut is None:
-                        code = E.NOT_COORDINATOR
+                        code = ErrorCode.NOT_COORDINATOR
                     else:
                         code = _verify_code(await fut, tp)
             else:
                 code = _verify_code(await txn.markers.remote_request(
-                    leader, K.ADD_PARTITIONS_TO_TXN, 4, body), tp)
+                    leader, api_keys.ADD_PARTITIONS_TO_TXN, 4, body), tp)
         except Exception as e:
             log.info("verifying %s with the transaction coordinator failed: %s", tp, e)
-            code = E.COORDINATOR_NOT_AVAILABLE
-        if code in (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
-                    E.NOT_COORDINATOR, E.CONCURRENT_TRANSACTIONS):
-            return E.NOT_ENOUGH_REPLICAS
-        if code == E.INVALID_PRODUCER_ID_MAPPING:
-            return E.INVALID_TXN_STATE
-        if code == E.PRODUCER_FENCED:
-            return E.INVALID_PRODUCER_EPOCH
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                    ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS):
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        if code == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+            return ErrorCode.INVALID_TXN_STATE
+        if code == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
         return code
 
 
@@ -93,4 +93,4 @@ def _verify_code(resp: dict, tp) -> int:
             for p in t.get("results_by_partition") or ():
                 if (t["name"], p["partition_index"]) == tuple(tp):
                     return p["partition_error_code"]
-    return E.UNKNOWN_SERVER_ERROR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
