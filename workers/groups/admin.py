@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 from workers.groups import errors, responses
 from workers.groups.base import LOADING, UNLOADED, CoordinatorBase
 from workers.groups.consumer_metadata import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
-from workers.groups.consumer_protocol import GROUP_TYPE_CONSUMER, ConsumerGroup
+from workers.groups.consumer_group import GROUP_TYPE_CONSUMER, ConsumerGroup
 from workers.groups.group import DEAD, EMPTY, STABLE
 
 GROUP_TYPE_CLASSIC = "classic"

@@ -18,7 +18,7 @@ from typing import Iterable, NamedTuple
 from workers.groups import errors
 from workers.groups import records as rec
 from workers.groups.base import ACTIVE, LOADING, UNLOADED, CoordinatorBase
-from workers.groups.consumer_protocol import ConsumerGroup
+from workers.groups.consumer_group import ConsumerGroup
 from workers.groups.group import DEAD, EMPTY, STABLE, ClassicGroup, CommitRecord, Member, OffsetAndMetadata
 from workers.groups.responses import JoinResult, SyncResult
 

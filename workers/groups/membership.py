@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 from workers.groups import errors, responses
 from workers.groups import records as rec
 from workers.groups.base import CoordinatorBase
-from workers.groups.consumer_protocol import ConsumerGroup
+from workers.groups.consumer_group import ConsumerGroup
 from workers.groups.group import (
     COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member)
 from workers.groups.responses import JoinResult, SyncResult

@@ -16,7 +16,7 @@ from typing import Callable
 from workers.groups import errors, responses
 from workers.groups import records as rec
 from workers.groups.base import ACTIVE, CoordinatorBase
-from workers.groups.consumer_protocol import ConsumerGroup
+from workers.groups.consumer_group import ConsumerGroup
 from workers.groups.group import (
     COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, CommitRecord,
     OffsetAndMetadata)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.workers.groups.harness import FakeAppender, FakeClock, FakeScheduler
 from workers.groups import errors
 from workers.groups import records as rec
-from workers.groups.consumer_protocol import (
+from workers.groups.consumer_group import (
     MEMBER_STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerGroup)
 from workers.groups.coordinator import GroupCoordinator, LoadRecord
 
