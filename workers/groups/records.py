@@ -197,12 +197,18 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
     return w.getvalue()
 
 
-def decode_offset_commit_value(buf) -> OffsetCommitValue:
+def _value_of_version(buf, max_version: int, what: str) -> tuple[VersionedReader, int]:
+    """A reader past the value's version (flexible from FLEXIBLE_FROM), and the version."""
     r = VersionedReader(buf)
     version = r.int16()
-    if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX_VERSION:
-        raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
+    if not 0 <= version <= max_version:
+        raise RecordFormatError(f"unknown {what} version {version}")
     r.flexible = version >= FLEXIBLE_FROM
+    return r, version
+
+
+def decode_offset_commit_value(buf) -> OffsetCommitValue:
+    r, version = _value_of_version(buf, OFFSET_COMMIT_VALUE_MAX_VERSION, "OffsetCommitValue")
     offset = r.int64()
     leader_epoch = r.int32() if version >= 3 else -1
     metadata = r.field_string()
@@ -242,11 +248,7 @@ def encode_group_metadata_value(value: GroupMetadataValue, version: int = 3) -> 
 
 
 def decode_group_metadata_value(buf) -> GroupMetadataValue:
-    r = VersionedReader(buf)
-    version = r.int16()
-    if not 0 <= version <= GROUP_METADATA_VALUE_MAX_VERSION:
-        raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
-    r.flexible = version >= FLEXIBLE_FROM
+    r, version = _value_of_version(buf, GROUP_METADATA_VALUE_MAX_VERSION, "GroupMetadataValue")
     value = GroupMetadataValue(
         protocol_type=r.field_string(),
         generation=r.int32(),

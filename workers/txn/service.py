@@ -165,6 +165,14 @@ class TransactionService:
             return None, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ps, ErrorCode.NONE
 
+    def _lookup_request(self, tid: str):
+        """(TxnPartitionState, its TransactionMetadata of `tid` or None, error code) for a
+        client request naming `tid` (INVALID_REQUEST without one)."""
+        if not tid:
+            return None, None, ErrorCode.INVALID_REQUEST
+        ps, code = self.lookup(tid)
+        return ps, (ps.txns.get(tid) if ps is not None else None), code
+
     def _current(self, ps: TxnPartitionState) -> bool:
         return ps.active and self.states.get(ps.index) is ps and not ps.partition.closed
 
@@ -356,12 +364,9 @@ class TransactionService:
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]]) -> int:
         """The client path (v0-v3, and v4+ without verifyOnly): one error for all."""
-        if not tid:
-            return ErrorCode.INVALID_REQUEST
-        ps, code = self.lookup(tid)
+        ps, meta, code = self._lookup_request(tid)
         if code:
             return code
-        meta = ps.txns.get(tid)
         code = self._check_producer(meta, producer_id, producer_epoch)
         if code:
             return code
@@ -407,12 +412,9 @@ class TransactionService:
 
     # ------------------------------------------------------------ EndTxn
     async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
-        if not tid:
-            return ErrorCode.INVALID_REQUEST
-        ps, code = self.lookup(tid)
+        ps, meta, code = self._lookup_request(tid)
         if code:
             return code
-        meta = ps.txns.get(tid)
         if meta is None:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         return await self._end_transaction(ps, meta, producer_id, producer_epoch, commit,
@@ -512,37 +514,36 @@ class TransactionService:
         return t is not None and index in t.partitions
 
     # ------------------------------------------------------------ timers
+    def _loaded_transactions(self):
+        """(partition state, metadata) of every transaction of the loaded partitions,
+        listed first (the timers' actions change them)."""
+        return [(ps, meta) for ps in list(self.states.values()) if not ps.loading and ps.active
+                for meta in list(ps.txns.values())]
+
     def abort_timed_out_transactions(self) -> int:
         """Ongoing transactions past their timeout: fence the epoch, then abort."""
         now = self._now()
         n = 0
-        for ps in list(self.states.values()):
-            if ps.loading or not ps.active:
-                continue
-            for meta in list(ps.txns.values()):
-                if (meta.state == ONGOING and not meta.pending and meta.start_ms >= 0
-                        and meta.start_ms + meta.txn_timeout_ms < now):
-                    log.info("aborting transaction %s (producer %d epoch %d): timed out "
-                             "after %d ms", meta.transactional_id, meta.producer_id,
-                             meta.producer_epoch, now - meta.start_ms)
-                    meta.fence_epoch()
-                    self._spawn(self._end_transaction(ps, meta, meta.producer_id,
-                                                      meta.producer_epoch, False,
-                                                      from_client=False))
-                    n += 1
+        for ps, meta in self._loaded_transactions():
+            if (meta.state == ONGOING and not meta.pending and meta.start_ms >= 0
+                    and meta.start_ms + meta.txn_timeout_ms < now):
+                log.info("aborting transaction %s (producer %d epoch %d): timed out "
+                         "after %d ms", meta.transactional_id, meta.producer_id,
+                         meta.producer_epoch, now - meta.start_ms)
+                meta.fence_epoch()
+                self._spawn(self._end_transaction(ps, meta, meta.producer_id,
+                                                  meta.producer_epoch, False, from_client=False))
+                n += 1
         return n
 
     def remove_expired_transactional_ids(self) -> int:
         now = self._now()
         n = 0
-        for ps in list(self.states.values()):
-            if ps.loading or not ps.active:
-                continue
-            for meta in list(ps.txns.values()):
-                if (meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and not meta.pending
-                        and meta.last_update_ms + self.config.id_expiration_ms <= now):
-                    self._spawn(self._expire(ps, meta))
-                    n += 1
+        for ps, meta in self._loaded_transactions():
+            if (meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and not meta.pending
+                    and meta.last_update_ms + self.config.id_expiration_ms <= now):
+                self._spawn(self._expire(ps, meta))
+                n += 1
         return n
 
     async def _expire(self, ps, meta) -> None:
