@@ -3,7 +3,10 @@
 * `records`: the byte formats of the `__transaction_state` records (Kafka's).
 * `state`: TransactionMetadata and its state machine (pure, no I/O).
 * `service`: the per-worker TransactionService (one coordinator state per owned
-  `__transaction_state` partition, log appends, marker writing, timers).
+  `__transaction_state` partition, log appends through workers/coordinator_log.py,
+  timers); `config`: TxnConfig, its keys of the config table, typed.
+* `markers`: MarkerSender, the COMMIT/ABORT markers to every partition of a transaction.
+* `verifier`: TxnVerifier, the KIP-890 produce check.
 * `channel`: a minimal Kafka client connection to other brokers (WriteTxnMarkers and
   AddPartitionsToTxn verification in cluster mode).
 
