@@ -47,6 +47,8 @@ Errors: framing, size, magic and CRC problems raise `CorruptRecordError`; well-f
 batches that break a rule, and bad records inside a batch whose CRC matched, raise
 `InvalidRecordError` (Kafka's split between CORRUPT_MESSAGE and INVALID_RECORD).
 Nothing else escapes from parsing, whatever the bytes.
+
+The varints are storage/varint.py's (shared with the protocol layer's codecs).
 """
 import struct
 import time
@@ -56,6 +58,7 @@ import crc32c as _crc32c
 
 from storage import codecs
 from storage.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionTypeError
+from storage.varint import encode_varint, varint_at, varlong_at
 
 MAGIC = 2
 LOG_OVERHEAD = 12                   # base_offset + batch_length
@@ -136,76 +139,6 @@ class BatchHeader(NamedTuple):
     producer_epoch: int
     base_sequence: int
     record_count: int
-
-
-# -- varints ---------------------------------------------------------------------------
-
-def encode_uvarint(value: int) -> bytes:
-    """Unsigned base-128 varint (protocol compact lengths, record fields after zig-zag)."""
-    if value < 0:
-        raise ValueError("unsigned varint of a negative number")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def encode_varint(value: int) -> bytes:
-    """Zig-zag varint/varlong (both encode the same way): 0 -> 00, -1 -> 01, 1 -> 02."""
-    if not -(2**63) <= value < 2**63:
-        raise ValueError("varlong out of int64 range")
-    return encode_uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
-
-
-def decode_uvarint(buf, pos: int = 0, max_bytes: int = 5, limit: int = None):
-    """Return (value, next_pos). Raises CorruptRecordError when truncated or too long."""
-    end = len(buf) if limit is None else limit
-    result = 0
-    shift = 0
-    stop = min(end, pos + max_bytes)
-    while pos < stop:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-    if pos >= end:
-        raise CorruptRecordError("truncated varint")
-    raise CorruptRecordError("varint longer than %d bytes" % max_bytes)
-
-
-def decode_varint(buf, pos: int = 0, limit: int = None):
-    """Zig-zag int32 varint (at most 5 bytes). Return (value, next_pos)."""
-    raw, pos = decode_uvarint(buf, pos, 5, limit)
-    raw &= 0xFFFFFFFF           # what Java's int arithmetic keeps of a 5th byte
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def decode_varlong(buf, pos: int = 0, limit: int = None):
-    """Zig-zag int64 varlong (at most 10 bytes). Return (value, next_pos)."""
-    raw, pos = decode_uvarint(buf, pos, 10, limit)
-    raw &= 0xFFFFFFFFFFFFFFFF
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def _varint(data, pos, limit):
-    # Fast path for the one-byte case, which is nearly every record field.
-    if pos < limit:
-        b = data[pos]
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-    return decode_varint(data, pos, limit)
-
-
-def _varlong(data, pos, limit):
-    if pos < limit:
-        b = data[pos]
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-    return decode_varlong(data, pos, limit)
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -509,16 +442,16 @@ def _decode_records_unchecked(data, count, base_offset, base_timestamp, log_appe
         raise InvalidRecordError("record count %d does not fit in %d bytes" % (count, end))
     pos = 0
     for _ in range(count):
-        length, pos = _varint(data, pos, end)
+        length, pos = varint_at(data, pos, end)
         if length < MIN_RECORD_SIZE - 1 or length > end - pos:
             raise InvalidRecordError("invalid record size %d (%d bytes left)" % (length, end - pos))
         record_end = pos + length
         pos += 1                                            # attributes: unused
-        timestamp_delta, pos = _varlong(data, pos, record_end)
-        offset_delta, pos = _varint(data, pos, record_end)
+        timestamp_delta, pos = varlong_at(data, pos, record_end)
+        offset_delta, pos = varint_at(data, pos, record_end)
         key, pos = _read_nullable_bytes(data, pos, record_end)
         value, pos = _read_nullable_bytes(data, pos, record_end)
-        header_count, pos = _varint(data, pos, record_end)
+        header_count, pos = varint_at(data, pos, record_end)
         if header_count:
             headers, pos = _read_headers(data, pos, record_end, header_count)
         else:
@@ -536,7 +469,7 @@ def _decode_records_unchecked(data, count, base_offset, base_timestamp, log_appe
 
 
 def _read_nullable_bytes(data, pos, limit):
-    length, pos = _varint(data, pos, limit)
+    length, pos = varint_at(data, pos, limit)
     if length < 0:
         if length != -1:
             raise InvalidRecordError("invalid length %d" % length)

@@ -48,8 +48,8 @@ from typing import NamedTuple
 
 from storage import codecs
 from storage.batch import (COMPRESSION_MASK, DEFAULT_MAX_UNCOMPRESSED_BYTES, HEADER_SIZE,
-                           NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, RecordBatch, decode_varint,
-                           decode_varlong)
+                           NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, RecordBatch)
+from storage.varint import decode_varint, decode_varlong
 from storage.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
 
 LONG_MAX = 2**63 - 1

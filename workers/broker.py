@@ -135,9 +135,9 @@ class Broker:
             max_sessions=config.get("max.incremental.fetch.session.cache.slots", 1000),
             max_bytes=config.get("max.incremental.fetch.session.cache.bytes", 128 << 20),
             clock=timer_clock)
-        self.groups = None  # workers.group_service.GroupService, set by start()
+        self.groups = None  # workers.groups.service.GroupService, set by start()
         self.transactions = None  # workers.txn.service.TransactionService, set by start()
-        self.txn_verifier = None  # workers.txn.service.TxnVerifier, set by start()
+        self.txn_verifier = None  # workers.txn.verifier.TxnVerifier, set by start()
         self.listener_host = "127.0.0.1"
         self.listener_port = 0
         self._background: list[asyncio.Task] = []
@@ -179,12 +179,13 @@ class Broker:
         if self.router is not None:
             self.router.start(loop)
         try:
-            from workers.group_service import GroupService
+            from workers.groups.service import GroupService
         except ImportError:
             GroupService = None
         if GroupService is not None:
             self.groups = GroupService(self)
-        from workers.txn.service import TransactionService, TxnVerifier
+        from workers.txn.service import TransactionService
+        from workers.txn.verifier import TxnVerifier
         self.transactions = TransactionService(self)
         self.txn_verifier = TxnVerifier(self)
         # The logs there are at start open before the worker says it is ready (Kafka's
@@ -256,8 +257,6 @@ class Broker:
                     log.exception("housekeeping of %s-%d", p.topic, p.index)
                 await asyncio.sleep(0)  # let requests in between partitions
             await self._clean_logs(now)
-            if self.groups:
-                self.groups.housekeeping(now)
             try:
                 self.replication.check_isr(now)       # replica.lag.time.max.ms
             except Exception:

@@ -284,6 +284,9 @@ class EmbeddedController:
             return
         n, rf, configs = internal_topic_spec(self.cfg, name)
         rf = min(rf, max(1, len(self.md.brokers)))
+        # min.insync.replicas capped with it: the coordinator's acks -1 appends need it met
+        if "min.insync.replicas" in configs:
+            configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
         md = model.create_topic(self.md, name, n, rf, None, configs, **self._topic_defaults())
         md = replace(md, topics={**md.topics, name: replace(md.topics[name], is_internal=True)})
         self._commit(md, reserve=False)

@@ -11,6 +11,12 @@ Wire formats (all fixed-width integers big-endian):
 * compact string/bytes/array (flexible versions): uvarint of length+1 (0: null);
 * tagged fields: uvarint count, then (uvarint tag, uvarint size, data) per field.
 
+One reader and writer for every codec above storage: the protocol's messages (the
+generated codec.py compiles its own decoders from the same rules), and the records of
+the internal topics (`VersionedReader` / `VersionedWriter`: workers/groups/records.py,
+workers/txn/records.py, workers/groups/consumer_metadata.py). The varint encoders are
+storage's (storage/varint.py: storage is the lowest layer and record batches need them).
+
 The Reader follows franz-go's kbin: a read past the end does not raise; it marks the
 reader bad and returns a zero value, and the caller checks once, at the end, with
 `complete()` (which raises ProtocolError). A length or count larger than the bytes
@@ -21,6 +27,9 @@ at the end of the message (see codec.py).
 from __future__ import annotations
 
 import struct
+
+from storage.varint import encode_uvarint as uvarint_bytes
+from storage.varint import encode_varint
 
 from .errors import ProtocolError
 
@@ -54,31 +63,6 @@ def read_uvarlong(buf, pos: int) -> tuple[int, int]:
     return read_uvarint(buf, pos, 10)
 
 
-def uvarint_bytes(n: int) -> bytes:
-    """The base-128 encoding of a non-negative int."""
-    if n < 0:
-        raise ValueError(f"uvarint of a negative number {n}")
-    if n < 0x80:
-        return _SMALL_UVARINT[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL_UVARINT = [bytes([n]) for n in range(0x80)]
-
-
-def zigzag32(n: int) -> int:
-    return ((n << 1) ^ (n >> 31)) & 0xFFFFFFFF
-
-
-def zigzag64(n: int) -> int:
-    return ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
-
-
 def unzigzag(n: int) -> int:
     return (n >> 1) ^ -(n & 1)
 
@@ -86,13 +70,11 @@ def unzigzag(n: int) -> int:
 def varint_bytes(n: int) -> bytes:
     if not -0x80000000 <= n <= 0x7FFFFFFF:
         raise ValueError(f"varint out of range: {n}")
-    return uvarint_bytes(zigzag32(n))
+    return encode_varint(n)     # zig-zag 64 and 32 agree on int32 values
 
 
 def varlong_bytes(n: int) -> bytes:
-    if not -0x8000000000000000 <= n <= 0x7FFFFFFFFFFFFFFF:
-        raise ValueError(f"varlong out of range: {n}")
-    return uvarint_bytes(zigzag64(n))
+    return encode_varint(n)
 
 
 def read_varint(buf, pos: int) -> tuple[int, int]:
@@ -328,3 +310,75 @@ class Writer:
             self.buf += uvarint_bytes(tag)
             self.buf += uvarint_bytes(len(data))
             self.buf += data
+
+
+# ------------------------------------------------------------------- versioned structs
+
+class VersionedReader(Reader):
+    """A Reader for one version of a versioned struct (the records of the internal
+    topics, workers/groups/records.py and workers/txn/records.py): `flexible` (Kafka's
+    flexibleVersions) picks compact strings, bytes and arrays and a tagged-field section
+    at the end of each struct, as the generated code does. A null array or bytes where
+    none is allowed makes the reader bad, like a short read."""
+    __slots__ = ("flexible",)
+
+    def __init__(self, buf, flexible: bool = False):
+        super().__init__(buf)
+        self.flexible = flexible
+
+    def _length(self, classic) -> int:
+        return self.uvarint() - 1 if self.flexible else classic()
+
+    def field_string(self, nullable: bool = False) -> str | None:
+        return self._text(self._length(self.int16), nullable)
+
+    def field_bytes(self) -> bytes:
+        return self._blob(self._length(self.int32), False)
+
+    def field_array_len(self, nullable: bool = False) -> int:
+        """The count; -1 for a null array where `nullable`."""
+        n = self._count(self._length(self.int32))
+        if n < 0 and not nullable:
+            self.bad = True
+            return 0
+        return n
+
+    def end_struct(self) -> dict[int, memoryview]:
+        """The struct's tagged fields ({} when not flexible)."""
+        return self.tagged_fields() if self.flexible else {}
+
+
+class VersionedWriter(Writer):
+    """The Writer counterpart of `VersionedReader`."""
+    __slots__ = ("flexible",)
+
+    def __init__(self, flexible: bool = False):
+        super().__init__()
+        self.flexible = flexible
+
+    def _length(self, n: int, classic) -> None:
+        if self.flexible:
+            self.buf += uvarint_bytes(n + 1)
+        else:
+            self.buf += classic.pack(n)
+
+    def field_string(self, v: str | None) -> None:
+        if v is None:
+            self._length(-1, _h)
+            return
+        data = v.encode("utf-8")
+        if len(data) > 0x7FFF:
+            raise ValueError("string longer than 32767 bytes")
+        self._length(len(data), _h)
+        self.buf += data
+
+    def field_bytes(self, v) -> None:
+        self._length(len(v), _i)
+        self.buf += v
+
+    def field_array_len(self, n: int | None) -> None:
+        self._length(-1 if n is None else n, _i)
+
+    def end_struct(self, fields: dict[int, bytes] | None = None) -> None:
+        if self.flexible:
+            self.tagged_fields(fields)

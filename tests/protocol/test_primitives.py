@@ -95,3 +95,36 @@ def test_reader_end_bound():
     assert r.int16() == 1
     r.int16()
     assert not r.ok
+
+
+def test_versioned_struct_classic_and_flexible():
+    from mpbroker.protocol.primitives import VersionedReader, VersionedWriter
+    for flexible in (False, True):
+        w = VersionedWriter(flexible)
+        w.field_string("ab")
+        w.field_string(None)
+        w.field_bytes(b"xyz")
+        w.field_array_len(2)
+        w.field_array_len(None)
+        w.end_struct({1: b"\x07"})
+        data = w.getvalue()
+        if flexible:
+            assert data == b"\x03ab\x00\x04xyz\x03\x00\x01\x01\x01\x07"
+        else:
+            assert data == (b"\x00\x02ab\xff\xff\x00\x00\x00\x03xyz\x00\x00\x00\x02"
+                            b"\xff\xff\xff\xff")
+        r = VersionedReader(data, flexible)
+        assert r.field_string() == "ab" and r.field_string(nullable=True) is None
+        assert r.field_bytes() == b"xyz" and r.field_array_len() == 2
+        assert r.field_array_len(nullable=True) == -1
+        assert {k: bytes(v) for k, v in r.end_struct().items()} == ({1: b"\x07"} if flexible else {})
+        assert r.ok and r.remaining == 0
+
+
+def test_versioned_reader_goes_bad_on_null_where_not_allowed():
+    from mpbroker.protocol.primitives import VersionedReader
+    r = VersionedReader(b"\xff\xff\xff\xff")
+    assert r.field_array_len() == 0 and not r.ok
+    r = VersionedReader(b"\xff\xff")
+    r.field_string()
+    assert not r.ok

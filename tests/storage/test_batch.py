@@ -298,35 +298,6 @@ def test_iter_batches_views_share_memory():
     assert RecordBatch(memoryview(area)[second.size:]).base_offset == 42
 
 
-# -- varints -------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("value,encoded", [
-    (0, b"\x00"), (-1, b"\x01"), (1, b"\x02"), (-2, b"\x03"), (63, b"\x7e"), (-64, b"\x7f"),
-    (64, b"\x80\x01"), (300, b"\xd8\x04"), (2**31 - 1, b"\xfe\xff\xff\xff\x0f"),
-    (-(2**31), b"\xff\xff\xff\xff\x0f"),
-])
-def test_varint_vectors(value, encoded):
-    assert B.encode_varint(value) == encoded
-    assert B.decode_varint(encoded) == (value, len(encoded))
-    assert B.decode_varlong(encoded + b"\x99") == (value, len(encoded))
-
-
-def test_varlong_extremes_and_limits():
-    for value in (2**63 - 1, -(2**63), 2**40, -(2**40)):
-        encoded = B.encode_varint(value)
-        assert B.decode_varlong(encoded) == (value, len(encoded))
-    with pytest.raises(CorruptRecordError, match="longer"):
-        B.decode_varint(b"\x80" * 6)
-    with pytest.raises(CorruptRecordError, match="truncated"):
-        B.decode_varlong(b"\x80\x80")
-    with pytest.raises(CorruptRecordError):
-        B.decode_varlong(b"\xff" * 11)
-    assert B.encode_uvarint(300) == b"\xac\x02"
-    assert B.decode_uvarint(b"\xac\x02") == (300, 2)
-    with pytest.raises(ValueError):
-        B.encode_uvarint(-1)
-
-
 # -- builder features ----------------------------------------------------------------------
 
 def test_control_batch():

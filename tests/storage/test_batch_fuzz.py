@@ -6,7 +6,6 @@ import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage import batch as B
 from storage import codecs
 from storage.batch import BatchBuilder, RecordBatch, iter_batches
 from storage.errors import StorageError
@@ -122,15 +121,6 @@ def test_iter_batches_round_trip(builders):
     blobs = [b.build() for b in builders]
     found = list(iter_batches(b"".join(blobs)))
     assert [bytes(f.buffer) for f in found] == blobs
-
-
-@FUZZ
-@given(st.integers(-(2**63), 2**63 - 1))
-def test_varlong_round_trip(value):
-    encoded = B.encode_varint(value)
-    assert B.decode_varlong(encoded) == (value, len(encoded))
-    if -(2**31) <= value < 2**31:
-        assert B.decode_varint(encoded) == (value, len(encoded))
 
 
 @FUZZ

@@ -6,6 +6,14 @@
 * consumer_metadata.py  the "consumer" embedded protocol (subscription / assignment bytes)
 * group.py              ClassicGroup / Member: state machine, protocol vote, offsets
 * responses.py          response dicts per API version
-* coordinator.py        GroupCoordinator: the API handlers, timers, load / unload
+* coordinator.py        GroupCoordinator: the parts below over base.py's state and plumbing
+* membership.py         JoinGroup / SyncGroup / Heartbeat / LeaveGroup, rebalances, timers
+* offsets.py            OffsetCommit / OffsetFetch / TxnOffsetCommit, expiry
+* admin.py              ListGroups / DescribeGroups / DeleteGroups / OffsetDelete
+* load.py               replay of the partition, unload
+* consumer_protocol.py  KIP-848 ConsumerGroupHeartbeat (consumer_group.py its state,
+                        consumer_undo.py refused changes, assignors.py the assignors)
+* config.py             GroupConfig: the group/offsets keys of the config table, typed
+* service.py            GroupService: the coordinators of one worker (load, appends, routing)
 * errors.py             the Kafka error codes used here, and append-error mappings
 """

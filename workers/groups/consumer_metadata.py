@@ -19,7 +19,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from workers.groups.records import RecordFormatError, _Reader
+from mpbroker.protocol.primitives import Reader, Writer
+from workers.groups.records import RecordFormatError
 
 PROTOCOL_TYPE = "consumer"
 
@@ -39,75 +40,76 @@ class Assignment:
     user_data: bytes | None = None
 
 
-def _nullable_bytes(r: _Reader) -> bytes | None:
-    n = r.i32()
-    return None if n < 0 else bytes(r._take(n))
-
-
-def _topic_partitions(r: _Reader) -> list[tuple[str, list[int]]]:
+def _topic_partitions(r: Reader) -> list[tuple[str, list[int]]]:
     out = []
     for _ in range(r.array_len()):
         topic = r.string()
-        out.append((topic, [r.i32() for _ in range(r.array_len())]))
+        out.append((topic, [r.int32() for _ in range(r.array_len())]))
     return out
 
 
+def _read(r: Reader, what: str):
+    if r.bad:
+        raise RecordFormatError(f"{what} truncated or malformed near byte {r.pos}")
+
+
 def parse_subscription(buf) -> Subscription:
-    r = _Reader(buf)
-    version = r.i16()
+    r = Reader(buf)
+    version = r.int16()
     if version < 0:
         raise RecordFormatError(f"subscription version {version}")
     sub = Subscription(topics=[r.string() for _ in range(r.array_len())])
-    sub.user_data = _nullable_bytes(r)
+    sub.user_data = r.nullable_bytes()
     if version >= 1:
         sub.owned_partitions = _topic_partitions(r)
     if version >= 2:
-        sub.generation_id = r.i32()
+        sub.generation_id = r.int32()
     if version >= 3:
-        sub.rack_id = r.string(nullable=True)
+        sub.rack_id = r.nullable_string()
+    _read(r, "subscription")
     return sub
 
 
 def parse_assignment(buf) -> Assignment:
-    r = _Reader(buf)
-    if r.i16() < 0:
+    r = Reader(buf)
+    if r.int16() < 0:
         raise RecordFormatError("negative assignment version")
-    return Assignment(partitions=_topic_partitions(r), user_data=_nullable_bytes(r))
+    assignment = Assignment(partitions=_topic_partitions(r), user_data=r.nullable_bytes())
+    _read(r, "assignment")
+    return assignment
 
 
-def _str(s: str) -> bytes:
-    data = s.encode("utf-8")
-    return struct.pack(">h", len(data)) + data
-
-
-def _nbytes(b: bytes | None) -> bytes:
-    return struct.pack(">i", -1) if b is None else struct.pack(">i", len(b)) + b
-
-
-def _tps(tps: list[tuple[str, list[int]]]) -> bytes:
-    out = [struct.pack(">i", len(tps))]
+def _write_topic_partitions(w: Writer, tps: list[tuple[str, list[int]]]) -> None:
+    w.array_len(len(tps))
     for topic, parts in tps:
-        out.append(_str(topic))
-        out.append(struct.pack(">i", len(parts)))
-        out.extend(struct.pack(">i", p) for p in parts)
-    return b"".join(out)
+        w.string(topic)
+        w.array_len(len(parts))
+        for p in parts:
+            w.int32(p)
 
 
 def encode_subscription(sub: Subscription, version: int = 3) -> bytes:
-    out = [struct.pack(">hi", version, len(sub.topics))]
-    out.extend(_str(t) for t in sub.topics)
-    out.append(_nbytes(sub.user_data))
+    w = Writer()
+    w.int16(version)
+    w.array_len(len(sub.topics))
+    for t in sub.topics:
+        w.string(t)
+    w.nullable_bytes(sub.user_data)
     if version >= 1:
-        out.append(_tps(sub.owned_partitions))
+        _write_topic_partitions(w, sub.owned_partitions)
     if version >= 2:
-        out.append(struct.pack(">i", sub.generation_id))
+        w.int32(sub.generation_id)
     if version >= 3:
-        out.append(struct.pack(">h", -1) if sub.rack_id is None else _str(sub.rack_id))
-    return b"".join(out)
+        w.nullable_string(sub.rack_id)
+    return w.getvalue()
 
 
 def encode_assignment(assignment: Assignment, version: int = 3) -> bytes:
-    return struct.pack(">h", version) + _tps(assignment.partitions) + _nbytes(assignment.user_data)
+    w = Writer()
+    w.int16(version)
+    _write_topic_partitions(w, assignment.partitions)
+    w.nullable_bytes(assignment.user_data)
+    return w.getvalue()
 
 
 def subscribed_topics(metadata_list) -> set[str] | None:

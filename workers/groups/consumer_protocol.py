@@ -38,7 +38,7 @@ The rules are Kafka's (group-coordinator `GroupMetadataManager.consumerGroupHear
 * **Refused appends.** The change is made in memory first and its records are then
   appended, as Kafka's coordinator runtime replays its records before writing them; when
   the appender refuses the records (nothing written: not the leader any more, ISR below
-  min.insync.replicas, the log refused them) `_Undo` puts the group back as it was before
+  min.insync.replicas, the log refused them) `Undo` (consumer_undo.py) puts the group back as it was before
   anything else runs (Kafka reverts to its last snapshot), and the member gets the error.
   Records that were written but time out waiting for the followers stay applied: they
   are in the leader's log, as in Kafka.
@@ -50,278 +50,25 @@ rejoin; regular expressions are Python's `re.fullmatch`, not RE2/J.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import logging
 import re
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from workers.groups import errors
 from workers.groups import records as rec
+from workers.groups.assignors import ASSIGNORS
+from workers.groups.config import GroupConfig
 from workers.groups.consumer_metadata import PROTOCOL_TYPE, Assignment, Subscription, \
     encode_assignment, encode_subscription
-from workers.groups.group import DEAD, EMPTY, STABLE, ClassicGroup
+from workers.groups.consumer_group import (
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS,
+    ConsumerGroup, ConsumerMember, from_map, to_map)
+from workers.groups.consumer_undo import Undo
+from workers.groups.group import DEAD, EMPTY, ClassicGroup
 
 log = logging.getLogger(__name__)
-
-ASSIGNING = "Assigning"
-RECONCILING = "Reconciling"
-GROUP_TYPE_CONSUMER = "consumer"
-
-# member states (Kafka's MemberState byte values, stored in record type 8)
-MEMBER_STABLE = 0
-UNREVOKED_PARTITIONS = 1
-UNRELEASED_PARTITIONS = 2
-
-LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-INT32_MAX = 2147483647
-
-DEFAULTS = {
-    "group.consumer.session.timeout.ms": 45000,
-    "group.consumer.heartbeat.interval.ms": 5000,
-    "group.consumer.max.size": INT32_MAX,
-    "group.consumer.assignors": "uniform,range",
-}
-
-TopicPartition = tuple[bytes, int]  # (topic id, partition)
-Partitions = frozenset  # of TopicPartition
-
-
-@dataclass(eq=False)
-class ConsumerMember:
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: list[str] = field(default_factory=list)
-    subscribed_topic_regex: str | None = None
-    rebalance_timeout_ms: int = -1
-    server_assignor: str | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    state: int = MEMBER_STABLE
-    assigned: frozenset = frozenset()
-    pending_revocation: frozenset = frozenset()
-    heartbeat_timer: object = None  # session timeout
-    rebalance_timer: object = None  # revocation deadline
-
-    def metadata_value(self) -> bytes:
-        return rec.encode_consumer_member_metadata_value(rec.ConsumerMemberMetadataValue(
-            self.instance_id, self.rack_id, self.client_id, self.client_host,
-            list(self.subscribed_topic_names), self.subscribed_topic_regex,
-            self.rebalance_timeout_ms, self.server_assignor))
-
-    def assignment_value(self) -> bytes:
-        return rec.encode_consumer_current_assignment_value(rec.ConsumerCurrentAssignmentValue(
-            self.member_epoch, self.previous_member_epoch, self.state,
-            to_map(self.assigned), to_map(self.pending_revocation)))
-
-    def reconciliation_state(self) -> tuple:
-        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned,
-                self.pending_revocation)
-
-
-@dataclass(eq=False)
-class ConsumerGroup(ClassicGroup):
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    target: dict = field(default_factory=dict)  # member id -> frozenset of TopicPartition
-    partition_owner: dict = field(default_factory=dict)  # TopicPartition -> member id
-    subscription_metadata: dict = field(default_factory=dict)  # topic name -> (id, partitions)
-    assignor_name: str | None = None
-
-    def __post_init__(self):
-        self.protocol_type = PROTOCOL_TYPE
-
-    def update_state(self, now_ms: int) -> None:
-        if not self.members:
-            state = EMPTY
-        elif self.group_epoch > self.assignment_epoch:
-            state = ASSIGNING
-        elif any(m.member_epoch != self.assignment_epoch or m.state != MEMBER_STABLE
-                 for m in self.members.values()):
-            state = RECONCILING
-        else:
-            state = STABLE
-        if state != self.state:
-            self.state = state
-            self.state_timestamp_ms = now_ms
-
-    def subscribed_names(self) -> set[str]:
-        return set(self.subscription_metadata)
-
-
-def to_map(tps: Iterable[TopicPartition]) -> dict[bytes, list[int]]:
-    out: dict[bytes, list[int]] = {}
-    for topic_id, p in tps:
-        out.setdefault(topic_id, []).append(p)
-    return {t: sorted(ps) for t, ps in out.items()}
-
-
-def from_map(m: Mapping[bytes, Iterable[int]] | None) -> frozenset:
-    return frozenset((bytes(t), p) for t, ps in (m or {}).items() for p in ps)
-
-
-def _int(v, default: int) -> int:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
-
-
-# ------------------------------------------------------------------------- assignors
-# assignor(subscriptions {member: set of topic ids}, partitions {topic id: count},
-#          current target {member: frozenset}) -> {member: frozenset}
-
-
-def uniform_assignor(subs: dict[str, set[bytes]], counts: dict[bytes, int],
-                     current: dict[str, frozenset]) -> dict[str, frozenset]:
-    """Balanced and sticky: keep what each member had where it is still valid, give the
-    rest to the least loaded eligible member, then move partitions from the most to the
-    least loaded eligible member until no move lowers the spread (counts differ by at
-    most one among members that could take each other's partitions)."""
-    members = sorted(subs)
-    out: dict[str, set] = {m: set() for m in members}
-    taken = set()
-    for m in members:
-        for tp in sorted(current.get(m, ())):
-            if tp[0] in subs[m] and tp[1] < counts.get(tp[0], 0) and tp not in taken:
-                out[m].add(tp)
-                taken.add(tp)
-    all_tps = [(t, p) for t in sorted(counts) for p in range(counts[t])
-               if any(t in s for s in subs.values())]
-    for tp in all_tps:
-        if tp in taken:
-            continue
-        eligible = [m for m in members if tp[0] in subs[m]]
-        best = min(eligible, key=lambda m: (len(out[m]), m))
-        out[best].add(tp)
-    for _ in range(len(all_tps) + 1):
-        moved = False
-        for src in sorted(members, key=lambda m: (-len(out[m]), m)):
-            for tp in sorted(out[src]):
-                dst = min((m for m in members if tp[0] in subs[m]), key=lambda m: (len(out[m]), m))
-                if len(out[dst]) + 1 < len(out[src]):
-                    out[src].discard(tp)
-                    out[dst].add(tp)
-                    moved = True
-                    break
-            if moved:
-                break
-        if not moved:
-            break
-    return {m: frozenset(tps) for m, tps in out.items()}
-
-
-def range_assignor(subs: dict[str, set[bytes]], counts: dict[bytes, int],
-                   current: dict[str, frozenset]) -> dict[str, frozenset]:
-    """Per topic, the subscribed members in member id order get contiguous ranges (the
-    first `partitions % members` one partition more): co-partitioned topics line up."""
-    out: dict[str, set] = {m: set() for m in subs}
-    for topic_id in sorted(counts):
-        members = sorted(m for m, s in subs.items() if topic_id in s)
-        if not members:
-            continue
-        n = counts[topic_id]
-        per, extra = divmod(n, len(members))
-        start = 0
-        for i, m in enumerate(members):
-            size = per + (1 if i < extra else 0)
-            out[m].update((topic_id, p) for p in range(start, start + size))
-            start += size
-    return {m: frozenset(tps) for m, tps in out.items()}
-
-
-ASSIGNORS: dict[str, Callable] = {"uniform": uniform_assignor, "range": range_assignor}
-
-
-def _assignor_names(value) -> list[str]:
-    names = value.split(",") if isinstance(value, str) else list(value or [])
-    out = []
-    for name in names:
-        n = str(name).strip().lower()
-        n = {"org.apache.kafka.coordinator.group.assignor.uniformassignor": "uniform",
-             "org.apache.kafka.coordinator.group.assignor.rangeassignor": "range"}.get(n, n)
-        if n in ASSIGNORS and n not in out:
-            out.append(n)
-    return out or ["uniform", "range"]
-
-
-# ------------------------------------------------------------------------- undo
-
-_TIMER_FIELDS = frozenset({"heartbeat_timer", "rebalance_timer", "join_timer", "sync_timer",
-                           "pending_member_timers"})
-
-
-def _fields(obj) -> dict:
-    """A dataclass's fields, containers copied (one level), timers left out."""
-    out = {}
-    for f in dataclasses.fields(obj):
-        if f.name not in _TIMER_FIELDS:
-            v = getattr(obj, f.name)
-            out[f.name] = copy.copy(v) if isinstance(v, (dict, set, list)) else v
-    return out
-
-
-class _Undo:
-    """Puts a consumer group back as it was when its change's records were refused.
-
-    Taken before the change: which group object the coordinator had under the id, that
-    group's fields, and the fields of the members the change is about (by member id, and
-    the member holding the instance id): a heartbeat, leave or fence changes no other
-    member. Called synchronously by the append that refused the records, so nothing else
-    ran in between. Members the change added lose their timers; the members it was about
-    get fresh ones (a session timeout from now, the rebalance timer if revoking)."""
-
-    def __init__(self, protocol: "ConsumerGroupProtocol", group_id: str,
-                 member_id: str | None = None, instance_id: str | None = None):
-        self.protocol = protocol
-        self.group_id = group_id
-        self.group = group = protocol.coord.groups.get(group_id)
-        self.group_fields = None
-        self.members = []
-        if isinstance(group, ConsumerGroup):
-            self.group_fields = _fields(group)
-            ids = {member_id, group.static_members.get(instance_id)}
-            self.members = [(m, _fields(m)) for m in group.members.values() if m.member_id in ids]
-
-    def __call__(self) -> None:
-        groups = self.protocol.coord.groups
-        before = self.group_fields["members"].values() if self.group_fields else ()
-        kept = {id(m) for m in before}
-        current = groups.get(self.group_id)
-        if isinstance(current, ConsumerGroup):
-            for m in current.members.values():
-                if id(m) not in kept:
-                    self._stop_timers(m)
-        if self.group is None:
-            groups.pop(self.group_id, None)
-        else:
-            groups[self.group_id] = self.group
-        if self.group_fields is None:
-            return
-        for name, value in self.group_fields.items():
-            setattr(self.group, name, value)
-        for member, fields in self.members:
-            for name, value in fields.items():
-                setattr(member, name, value)
-            if self.group.members.get(member.member_id) is member:
-                self._stop_timers(member)
-                self.protocol._schedule_session_timeout(self.group, member)
-                self.protocol._update_rebalance_timer(self.group, member)
-
-    def _stop_timers(self, member: ConsumerMember) -> None:
-        self.protocol.coord._cancel(member.heartbeat_timer)
-        self.protocol.coord._cancel(member.rebalance_timer)
-        member.heartbeat_timer = member.rebalance_timer = None
-
-
-# ------------------------------------------------------------------------- protocol
 
 
 def _error_response(code: int, message: str | None = None) -> dict:
@@ -330,16 +77,13 @@ def _error_response(code: int, message: str | None = None) -> dict:
 
 
 class ConsumerGroupProtocol:
-    def __init__(self, coordinator, config, topic_metadata: Callable[[], Mapping[str, tuple[bytes, int]]]):
-        get = config.get
+    def __init__(self, coordinator, config: GroupConfig,
+                 topic_metadata: Callable[[], Mapping[str, tuple[bytes, int]]]):
         self.coord = coordinator
-        self.session_timeout_ms = _int(get("group.consumer.session.timeout.ms", None),
-                                       DEFAULTS["group.consumer.session.timeout.ms"])
-        self.heartbeat_interval_ms = _int(get("group.consumer.heartbeat.interval.ms", None),
-                                          DEFAULTS["group.consumer.heartbeat.interval.ms"])
-        self.max_size = _int(get("group.consumer.max.size", None), INT32_MAX)
-        self.assignors = _assignor_names(get("group.consumer.assignors", None)
-                                         or DEFAULTS["group.consumer.assignors"])
+        self.session_timeout_ms = config.consumer_session_timeout_ms
+        self.heartbeat_interval_ms = config.consumer_heartbeat_interval_ms
+        self.max_size = config.consumer_max_size
+        self.assignors = list(config.consumer_assignors)
         self.topic_metadata = topic_metadata
 
     # ------------------------------------------------------------------ helpers
@@ -453,7 +197,7 @@ class ConsumerGroupProtocol:
         member_id = req.get("member_id") or ""
         epoch = req.get("member_epoch", 0)
         records: list = []
-        undo = _Undo(self, group_id, member_id, req.get("instance_id"))
+        undo = Undo(self, group_id, member_id, req.get("instance_id"))
         group = self.coord.groups.get(group_id)
         if group is not None and not isinstance(group, ConsumerGroup):
             if not (group.is_(EMPTY) or group.is_(DEAD)) or group.members or group.pending_members:
@@ -538,7 +282,7 @@ class ConsumerGroupProtocol:
                         {"topic_id": t, "partitions": ps} for t, ps in to_map(member.assigned).items()]}}
         self._store(records, response, respond, undo)
 
-    def _store(self, records, response, respond, undo: _Undo) -> None:
+    def _store(self, records, response, respond, undo: Undo) -> None:
         if not records:
             respond(response)
             return
@@ -684,7 +428,7 @@ class ConsumerGroupProtocol:
 
     def _fence(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         # refused: the member stays, with a new session timeout (the fence is retried)
-        undo = _Undo(self, group.group_id, member.member_id)
+        undo = Undo(self, group.group_id, member.member_id)
         records: list = []
         self._remove_member(group, member, records)
         self.coord._append(records, lambda e: e and log.warning(
@@ -713,7 +457,7 @@ class ConsumerGroupProtocol:
         group.update_state(self._now())
 
     def _leave(self, group: ConsumerGroup | None, member_id: str, instance_id: str | None,
-               epoch: int, respond, undo: _Undo) -> None:
+               epoch: int, respond, undo: Undo) -> None:
         member = group.members.get(member_id) if group is not None else None
         if member is None and group is not None and instance_id is not None:
             current = group.static_members.get(instance_id)

@@ -32,6 +32,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
+from workers.groups.consumer_metadata import PROTOCOL_TYPE, subscribed_topics
+
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
@@ -315,7 +317,6 @@ class ClassicGroup:
         return [(m, m.metadata(self.protocol_name)) for m in self.members.values()]
 
     def compute_subscribed_topics(self) -> set[str] | None:
-        from workers.groups.consumer_metadata import PROTOCOL_TYPE, subscribed_topics
         if self.protocol_type != PROTOCOL_TYPE or self.protocol_name is None or not self.members:
             return None
         return subscribed_topics(m.metadata(self.protocol_name) for m in self.members.values())
@@ -403,8 +404,6 @@ class ClassicGroup:
 
     def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:
         """Kafka's GroupMetadata.removeExpiredOffsets (KIP-211 semantics)."""
-        from workers.groups.consumer_metadata import PROTOCOL_TYPE
-
         def expired(base_timestamp, subscribed=frozenset()):
             out = {}
             for tp, record in self.offsets.items():

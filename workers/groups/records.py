@@ -56,12 +56,9 @@ Those are what every Kafka release since 2.3 writes and reads.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+from mpbroker.protocol.primitives import VersionedReader, VersionedWriter
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -124,139 +121,17 @@ class GroupMetadataValue:
     members: list[MemberMetadataValue] = field(default_factory=list)
 
 
-# ---------------------------------------------------------------------------- writer
+# ---------------------------------------------------------------------------- reading
 
 
-class _Writer:
-    def __init__(self, flexible: bool):
-        self.flexible = flexible
-        self.parts: list[bytes] = []
-
-    def i16(self, v: int):
-        self.parts.append(_I16.pack(v))
-
-    def i32(self, v: int):
-        self.parts.append(_I32.pack(v))
-
-    def i64(self, v: int):
-        self.parts.append(_I64.pack(v))
-
-    def uvarint(self, v: int):
-        out = bytearray()
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
-        self.parts.append(bytes(out))
-
-    def string(self, s: str | None):
-        if s is None:
-            if self.flexible:
-                self.uvarint(0)
-            else:
-                self.i16(-1)
-            return
-        data = s.encode("utf-8")
-        if len(data) > 0x7FFF:
-            raise RecordFormatError("string longer than 32767 bytes")
-        if self.flexible:
-            self.uvarint(len(data) + 1)
-        else:
-            self.i16(len(data))
-        self.parts.append(data)
-
-    def bytes_(self, b: bytes):
-        if self.flexible:
-            self.uvarint(len(b) + 1)
-        else:
-            self.i32(len(b))
-        self.parts.append(bytes(b))
-
-    def array_len(self, n: int):
-        if self.flexible:
-            self.uvarint(n + 1)
-        else:
-            self.i32(n)
-
-    def no_tags(self):
-        if self.flexible:
-            self.uvarint(0)
-
-    def getvalue(self) -> bytes:
-        return b"".join(self.parts)
-
-
-# ---------------------------------------------------------------------------- reader
-
-
-class _Reader:
-    def __init__(self, buf, flexible: bool = False):
-        self.buf = memoryview(buf)
-        self.pos = 0
-        self.flexible = flexible
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise RecordFormatError(f"record truncated at byte {self.pos} (needs {n} more)")
-        view = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return view
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise RecordFormatError("varint too long")
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.i16()
-        if n < 0:
-            if not nullable:
-                raise RecordFormatError("null in a non-nullable string")
-            return None
-        try:
-            return bytes(self._take(n)).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError(f"invalid UTF-8: {exc}") from None
-
-    def bytes_(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            raise RecordFormatError("null in a non-nullable bytes field")
-        return bytes(self._take(n))
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            raise RecordFormatError("null array")
-        return n
-
-    def skip_tags(self):
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
-
-    def done(self):
-        # Kafka ignores trailing bytes of newer versions read with an older schema,
-        # but every version here is known, so leftovers mean a corrupt record.
-        if self.pos != len(self.buf):
-            raise RecordFormatError(f"{len(self.buf) - self.pos} trailing bytes")
+def _done(r: VersionedReader) -> None:
+    """A record read to its end, or RecordFormatError. Kafka ignores trailing bytes of
+    newer versions read with an older schema, but every version here is known, so
+    leftovers mean a corrupt record."""
+    if r.bad:
+        raise RecordFormatError(f"record truncated or malformed near byte {r.pos}")
+    if r.remaining:
+        raise RecordFormatError(f"{r.remaining} trailing bytes")
 
 
 # ---------------------------------------------------------------------------- keys
@@ -266,33 +141,33 @@ def encode_offset_commit_key(group: str, topic: str, partition: int,
                              version: int = OFFSET_COMMIT_KEY_VERSION) -> bytes:
     if version not in (0, 1):
         raise ValueError(f"OffsetCommitKey version {version}")
-    w = _Writer(flexible=False)
-    w.i16(version)
-    w.string(group)
-    w.string(topic)
-    w.i32(partition)
+    w = VersionedWriter(False)
+    w.int16(version)
+    w.field_string(group)
+    w.field_string(topic)
+    w.int32(partition)
     return w.getvalue()
 
 
 def encode_group_metadata_key(group: str) -> bytes:
-    w = _Writer(flexible=False)
-    w.i16(GROUP_METADATA_KEY_VERSION)
-    w.string(group)
+    w = VersionedWriter(False)
+    w.int16(GROUP_METADATA_KEY_VERSION)
+    w.field_string(group)
     return w.getvalue()
 
 
 def decode_key(buf) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | UnknownKey:
-    r = _Reader(buf)
-    version = r.i16()
+    r = VersionedReader(buf)
+    version = r.int16()
     if version in (0, 1):
-        key = OffsetCommitKey(r.string(), r.string(), r.i32())
+        key = OffsetCommitKey(r.field_string(), r.field_string(), r.int32())
     elif version == GROUP_METADATA_KEY_VERSION:
-        key = GroupMetadataKey(r.string())
+        key = GroupMetadataKey(r.field_string())
     elif version in _CONSUMER_GROUP_KEYS:
         key = _decode_consumer_group_key(version, r)
     else:
         return UnknownKey(version)
-    r.done()
+    _done(r)
     return key
 
 
@@ -309,92 +184,94 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
         version = offset_commit_value_version(value)
     if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX_VERSION:
         raise ValueError(f"OffsetCommitValue version {version}")
-    w = _Writer(flexible=version >= FLEXIBLE_FROM)
-    w.i16(version)
-    w.i64(value.offset)
+    w = VersionedWriter(version >= FLEXIBLE_FROM)
+    w.int16(version)
+    w.int64(value.offset)
     if version >= 3:
-        w.i32(value.leader_epoch)
-    w.string(value.metadata)
-    w.i64(value.commit_timestamp)
+        w.int32(value.leader_epoch)
+    w.field_string(value.metadata)
+    w.int64(value.commit_timestamp)
     if version == 1:
-        w.i64(value.expire_timestamp)
-    w.no_tags()
+        w.int64(value.expire_timestamp)
+    w.end_struct()
     return w.getvalue()
 
 
-def decode_offset_commit_value(buf) -> OffsetCommitValue:
-    r = _Reader(buf)
-    version = r.i16()
-    if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX_VERSION:
-        raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
+def _value_of_version(buf, max_version: int, what: str) -> tuple[VersionedReader, int]:
+    """A reader past the value's version (flexible from FLEXIBLE_FROM), and the version."""
+    r = VersionedReader(buf)
+    version = r.int16()
+    if not 0 <= version <= max_version:
+        raise RecordFormatError(f"unknown {what} version {version}")
     r.flexible = version >= FLEXIBLE_FROM
-    offset = r.i64()
-    leader_epoch = r.i32() if version >= 3 else -1
-    metadata = r.string()
-    commit_timestamp = r.i64()
-    expire_timestamp = r.i64() if version == 1 else -1
-    r.skip_tags()
-    r.done()
+    return r, version
+
+
+def decode_offset_commit_value(buf) -> OffsetCommitValue:
+    r, version = _value_of_version(buf, OFFSET_COMMIT_VALUE_MAX_VERSION, "OffsetCommitValue")
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.field_string()
+    commit_timestamp = r.int64()
+    expire_timestamp = r.int64() if version == 1 else -1
+    r.end_struct()
+    _done(r)
     return OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, expire_timestamp)
 
 
 def encode_group_metadata_value(value: GroupMetadataValue, version: int = 3) -> bytes:
     if not 0 <= version <= GROUP_METADATA_VALUE_MAX_VERSION:
         raise ValueError(f"GroupMetadataValue version {version}")
-    w = _Writer(flexible=version >= FLEXIBLE_FROM)
-    w.i16(version)
-    w.string(value.protocol_type)
-    w.i32(value.generation)
-    w.string(value.protocol)
-    w.string(value.leader)
+    w = VersionedWriter(version >= FLEXIBLE_FROM)
+    w.int16(version)
+    w.field_string(value.protocol_type)
+    w.int32(value.generation)
+    w.field_string(value.protocol)
+    w.field_string(value.leader)
     if version >= 2:
-        w.i64(value.current_state_timestamp)
-    w.array_len(len(value.members))
+        w.int64(value.current_state_timestamp)
+    w.field_array_len(len(value.members))
     for m in value.members:
-        w.string(m.member_id)
+        w.field_string(m.member_id)
         if version >= 3:
-            w.string(m.group_instance_id)
-        w.string(m.client_id)
-        w.string(m.client_host)
+            w.field_string(m.group_instance_id)
+        w.field_string(m.client_id)
+        w.field_string(m.client_host)
         if version >= 1:
-            w.i32(m.rebalance_timeout)
-        w.i32(m.session_timeout)
-        w.bytes_(m.subscription)
-        w.bytes_(m.assignment)
-        w.no_tags()
-    w.no_tags()
+            w.int32(m.rebalance_timeout)
+        w.int32(m.session_timeout)
+        w.field_bytes(m.subscription)
+        w.field_bytes(m.assignment)
+        w.end_struct()
+    w.end_struct()
     return w.getvalue()
 
 
 def decode_group_metadata_value(buf) -> GroupMetadataValue:
-    r = _Reader(buf)
-    version = r.i16()
-    if not 0 <= version <= GROUP_METADATA_VALUE_MAX_VERSION:
-        raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
-    r.flexible = version >= FLEXIBLE_FROM
+    r, version = _value_of_version(buf, GROUP_METADATA_VALUE_MAX_VERSION, "GroupMetadataValue")
     value = GroupMetadataValue(
-        protocol_type=r.string(),
-        generation=r.i32(),
-        protocol=r.string(nullable=True),
-        leader=r.string(nullable=True),
-        current_state_timestamp=r.i64() if version >= 2 else -1,
+        protocol_type=r.field_string(),
+        generation=r.int32(),
+        protocol=r.field_string(nullable=True),
+        leader=r.field_string(nullable=True),
+        current_state_timestamp=r.int64() if version >= 2 else -1,
     )
-    for _ in range(r.array_len()):
-        member_id = r.string()
-        instance_id = r.string(nullable=True) if version >= 3 else None
-        client_id = r.string()
-        client_host = r.string()
-        rebalance_timeout = r.i32() if version >= 1 else -1
-        session_timeout = r.i32()
+    for _ in range(r.field_array_len()):
+        member_id = r.field_string()
+        instance_id = r.field_string(nullable=True) if version >= 3 else None
+        client_id = r.field_string()
+        client_host = r.field_string()
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
         if version == 0:
             rebalance_timeout = session_timeout  # v0 had one timeout for both
         value.members.append(MemberMetadataValue(
             member_id=member_id, client_id=client_id, client_host=client_host,
             rebalance_timeout=rebalance_timeout, session_timeout=session_timeout,
-            subscription=r.bytes_(), assignment=r.bytes_(), group_instance_id=instance_id))
-        r.skip_tags()
-    r.skip_tags()
-    r.done()
+            subscription=r.field_bytes(), assignment=r.field_bytes(), group_instance_id=instance_id))
+        r.end_struct()
+    r.end_struct()
+    _done(r)
     return value
 
 
@@ -464,137 +341,137 @@ class ConsumerCurrentAssignmentValue:
 def encode_consumer_group_key(kind: int, group: str, member_id: str | None = None) -> bytes:
     if kind not in _CONSUMER_GROUP_KEYS:
         raise ValueError(f"not a consumer group record type: {kind}")
-    w = _Writer(flexible=False)
-    w.i16(kind)
-    w.string(group)
+    w = VersionedWriter(False)
+    w.int16(kind)
+    w.field_string(group)
     if kind in _MEMBER_KEYS:
-        w.string(member_id)
+        w.field_string(member_id)
     return w.getvalue()
 
 
-def _decode_consumer_group_key(kind: int, r: _Reader) -> ConsumerGroupKey:
-    group = r.string()
-    member = r.string() if kind in _MEMBER_KEYS else None
+def _decode_consumer_group_key(kind: int, r: VersionedReader) -> ConsumerGroupKey:
+    group = r.field_string()
+    member = r.field_string() if kind in _MEMBER_KEYS else None
     return ConsumerGroupKey(kind, group, member)
 
 
-def _value_writer() -> _Writer:
-    w = _Writer(flexible=True)
-    w.i16(0)
+def _value_writer() -> VersionedWriter:
+    w = VersionedWriter(True)
+    w.int16(0)
     return w
 
 
-def _value_reader(buf, what: str) -> _Reader:
-    r = _Reader(buf, flexible=True)
-    version = r.i16()
+def _value_reader(buf, what: str) -> VersionedReader:
+    r = VersionedReader(buf, True)
+    version = r.int16()
     if version != 0:
         raise RecordFormatError(f"unknown {what} version {version}")
     return r
 
 
-def _write_uuid(w: _Writer, topic_id: bytes):
+def _write_uuid(w: VersionedWriter, topic_id: bytes):
     if len(topic_id) != 16:
         raise RecordFormatError("topic id must be 16 bytes")
-    w.parts.append(bytes(topic_id))
+    w.raw(bytes(topic_id))
 
 
-def _write_topic_partitions(w: _Writer, tps: dict[bytes, list[int]]):
-    w.array_len(len(tps))
+def _write_topic_partitions(w: VersionedWriter, tps: dict[bytes, list[int]]):
+    w.field_array_len(len(tps))
     for topic_id in sorted(tps):
         _write_uuid(w, topic_id)
         parts = sorted(tps[topic_id])
-        w.array_len(len(parts))
+        w.field_array_len(len(parts))
         for p in parts:
-            w.i32(p)
-        w.no_tags()
+            w.int32(p)
+        w.end_struct()
 
 
-def _read_topic_partitions(r: _Reader) -> dict[bytes, list[int]]:
+def _read_topic_partitions(r: VersionedReader) -> dict[bytes, list[int]]:
     out = {}
-    for _ in range(r.array_len()):
-        topic_id = bytes(r._take(16))
-        out[topic_id] = [r.i32() for _ in range(r.array_len())]
-        r.skip_tags()
+    for _ in range(r.field_array_len()):
+        topic_id = bytes(r.span(16))
+        out[topic_id] = [r.int32() for _ in range(r.field_array_len())]
+        r.end_struct()
     return out
 
 
 def encode_consumer_group_epoch_value(epoch: int) -> bytes:
     """ConsumerGroupMetadataValue (3) and ConsumerGroupTargetAssignmentMetadataValue (6)."""
     w = _value_writer()
-    w.i32(epoch)
-    w.no_tags()
+    w.int32(epoch)
+    w.end_struct()
     return w.getvalue()
 
 
 def decode_consumer_group_epoch_value(buf) -> int:
     r = _value_reader(buf, "consumer group epoch value")
-    epoch = r.i32()
-    r.skip_tags()
-    r.done()
+    epoch = r.int32()
+    r.end_struct()
+    _done(r)
     return epoch
 
 
 def encode_consumer_member_metadata_value(v: ConsumerMemberMetadataValue) -> bytes:
     w = _value_writer()
-    w.string(v.instance_id)
-    w.string(v.rack_id)
-    w.string(v.client_id)
-    w.string(v.client_host)
-    w.array_len(len(v.subscribed_topic_names))
+    w.field_string(v.instance_id)
+    w.field_string(v.rack_id)
+    w.field_string(v.client_id)
+    w.field_string(v.client_host)
+    w.field_array_len(len(v.subscribed_topic_names))
     for name in v.subscribed_topic_names:
-        w.string(name)
-    w.string(v.subscribed_topic_regex)
-    w.i32(v.rebalance_timeout_ms)
-    w.string(v.server_assignor)
-    w.no_tags()
+        w.field_string(name)
+    w.field_string(v.subscribed_topic_regex)
+    w.int32(v.rebalance_timeout_ms)
+    w.field_string(v.server_assignor)
+    w.end_struct()
     return w.getvalue()
 
 
 def decode_consumer_member_metadata_value(buf) -> ConsumerMemberMetadataValue:
     r = _value_reader(buf, "ConsumerGroupMemberMetadataValue")
     v = ConsumerMemberMetadataValue(
-        instance_id=r.string(nullable=True), rack_id=r.string(nullable=True),
-        client_id=r.string(), client_host=r.string(),
-        subscribed_topic_names=[r.string() for _ in range(r.array_len())],
-        subscribed_topic_regex=r.string(nullable=True), rebalance_timeout_ms=r.i32(),
-        server_assignor=r.string(nullable=True))
-    r.skip_tags()  # tag 0: ClassicMemberMetadata (members that use the classic protocol)
-    r.done()
+        instance_id=r.field_string(nullable=True), rack_id=r.field_string(nullable=True),
+        client_id=r.field_string(), client_host=r.field_string(),
+        subscribed_topic_names=[r.field_string() for _ in range(r.field_array_len())],
+        subscribed_topic_regex=r.field_string(nullable=True), rebalance_timeout_ms=r.int32(),
+        server_assignor=r.field_string(nullable=True))
+    r.end_struct()  # tag 0: ClassicMemberMetadata (members that use the classic protocol)
+    _done(r)
     return v
 
 
 def encode_consumer_target_assignment_value(tps: dict[bytes, list[int]]) -> bytes:
     w = _value_writer()
     _write_topic_partitions(w, tps)
-    w.no_tags()
+    w.end_struct()
     return w.getvalue()
 
 
 def decode_consumer_target_assignment_value(buf) -> dict[bytes, list[int]]:
     r = _value_reader(buf, "ConsumerGroupTargetAssignmentMemberValue")
     tps = _read_topic_partitions(r)
-    r.skip_tags()
-    r.done()
+    r.end_struct()
+    _done(r)
     return tps
 
 
 def encode_consumer_current_assignment_value(v: ConsumerCurrentAssignmentValue) -> bytes:
     w = _value_writer()
-    w.i32(v.member_epoch)
-    w.i32(v.previous_member_epoch)
-    w.parts.append(struct.pack(">b", v.state))
+    w.int32(v.member_epoch)
+    w.int32(v.previous_member_epoch)
+    w.int8(v.state)
     _write_topic_partitions(w, v.assigned)
     _write_topic_partitions(w, v.pending_revocation)
-    w.no_tags()
+    w.end_struct()
     return w.getvalue()
 
 
 def decode_consumer_current_assignment_value(buf) -> ConsumerCurrentAssignmentValue:
     r = _value_reader(buf, "ConsumerGroupCurrentMemberAssignmentValue")
-    epoch, previous = r.i32(), r.i32()
-    (state,) = struct.unpack(">b", r._take(1))
+    epoch, previous = r.int32(), r.int32()
+    state = r.int8()
     v = ConsumerCurrentAssignmentValue(epoch, previous, state, _read_topic_partitions(r),
                                        _read_topic_partitions(r))
-    r.skip_tags()
-    r.done()
+    r.end_struct()
+    _done(r)
     return v

@@ -6,7 +6,7 @@ PRODUCER_FENCED (90, KIP-588) exists from InitProducerId v4, AddPartitionsToTxn 
 AddOffsetsToTxn v2 and EndTxn v2 on; older versions get INVALID_PRODUCER_EPOCH (47), as
 Kafka's KafkaApis answers (aiokafka speaks only v0 and knows no error 90; librdkafka
 sends AddPartitionsToTxn/AddOffsetsToTxn v0 and EndTxn v1). TxnOffsetCommit and Produce
-never carry 90: the KIP-890 verifier (workers/txn/service.py `TxnVerifier`) already turns
+never carry 90: the KIP-890 verifier (workers/txn/verifier.py `TxnVerifier`) already turns
 it into INVALID_PRODUCER_EPOCH, as Kafka's AddPartitionsToTxnManager does."""
 from mpbroker.protocol import api_keys as K
 from mpbroker.protocol.errors import ErrorCode

@@ -1,6 +1,6 @@
 """WriteTxnMarkers (key 27), v0-1: the transaction coordinator's COMMIT/ABORT markers.
 
-Sent by a transaction coordinator (workers/txn/service.py `MarkerSender`: in process
+Sent by a transaction coordinator (workers/txn/markers.py `MarkerSender`: in process
 through `apply_markers`, over the worker mesh, or by another broker over the wire) to
 the leaders of the partitions of a transaction once EndTxn (or a timeout) decided its
 outcome.  Per marker (producer id, producer epoch, result, coordinator epoch) and per

@@ -3,14 +3,17 @@
 * `records`: the byte formats of the `__transaction_state` records (Kafka's).
 * `state`: TransactionMetadata and its state machine (pure, no I/O).
 * `service`: the per-worker TransactionService (one coordinator state per owned
-  `__transaction_state` partition, log appends, marker writing, timers).
+  `__transaction_state` partition, log appends through workers/coordinator_log.py,
+  timers); `config`: TxnConfig, its keys of the config table, typed.
+* `markers`: MarkerSender, the COMMIT/ABORT markers to every partition of a transaction.
+* `verifier`: TxnVerifier, the KIP-890 produce check.
 * `channel`: a minimal Kafka client connection to other brokers (WriteTxnMarkers and
   AddPartitionsToTxn verification in cluster mode).
 
 KIP-890 (the transaction hazards Jepsen found). Part 1 is implemented: the leader of a
 partition refuses a transactional batch (INVALID_TXN_STATE) whose producer's ongoing
 transaction does not contain that partition, asking the coordinator with
-AddPartitionsToTxn v4 `verify_only` (service.py `TxnVerifier`); TxnOffsetCommit is
+AddPartitionsToTxn v4 `verify_only` (verifier.py `TxnVerifier`); TxnOffsetCommit is
 checked the same way for the group's `__consumer_offsets` partition. That closes the
 hanging-transaction hole for every client, since the check needs nothing from them.
 

@@ -34,11 +34,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from workers.groups.records import RecordFormatError, _Reader, _Writer
+from mpbroker.protocol.primitives import VersionedReader, VersionedWriter
+from workers.groups.records import RecordFormatError, _done
 
 KEY_VERSION = 0
 VALUE_VERSION = 1
-_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 
@@ -58,99 +58,83 @@ class TxnLogValue:
 
 
 def encode_key(transactional_id: str) -> bytes:
-    w = _Writer(flexible=False)
-    w.i16(KEY_VERSION)
-    w.string(transactional_id)
+    w = VersionedWriter(False)
+    w.int16(KEY_VERSION)
+    w.field_string(transactional_id)
     return w.getvalue()
 
 
 def decode_key(buf) -> str:
     """The transactional id; RecordFormatError for another key version or bad bytes."""
-    r = _Reader(buf)
-    version = r.i16()
+    r = VersionedReader(buf)
+    version = r.int16()
     if version != KEY_VERSION:
         raise RecordFormatError(f"unknown TransactionLogKey version {version}")
-    tid = r.string()
-    r.done()
+    tid = r.field_string()
+    _done(r)
     return tid
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_value(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
     if version not in (0, 1):
         raise ValueError(f"TransactionLogValue version {version}")
     flex = version >= 1
-    w = _Writer(flexible=flex)
-    w.i16(version)
-    w.i64(v.producer_id)
-    w.i16(v.producer_epoch)
-    w.i32(v.txn_timeout_ms)
-    w.parts.append(_I8.pack(v.state))
+    w = VersionedWriter(flex)
+    w.int16(version)
+    w.int64(v.producer_id)
+    w.int16(v.producer_epoch)
+    w.int32(v.txn_timeout_ms)
+    w.int8(v.state)
     parts = v.partitions
     if parts is None:
-        w.array_len(-1)
+        w.field_array_len(-1)
     else:
-        w.array_len(len(parts))
+        w.field_array_len(len(parts))
         for topic in sorted(parts):
-            w.string(topic)
+            w.field_string(topic)
             ids = sorted(parts[topic])
-            w.array_len(len(ids))
+            w.field_array_len(len(ids))
             for i in ids:
-                w.i32(i)
-            w.no_tags()
-    w.i64(v.last_update_ms)
-    w.i64(v.start_ms)
-    if flex:
-        tags = []
-        if v.previous_producer_id != -1:
-            tags.append((0, _I64.pack(v.previous_producer_id)))
-        if v.next_producer_id != -1:
-            tags.append((1, _I64.pack(v.next_producer_id)))
-        if v.client_txn_version != 0:
-            tags.append((2, _I16.pack(v.client_txn_version)))
-        w.uvarint(len(tags))
-        for tag, data in tags:
-            w.uvarint(tag)
-            w.uvarint(len(data))
-            w.parts.append(data)
+                w.int32(i)
+            w.end_struct()
+    w.int64(v.last_update_ms)
+    w.int64(v.start_ms)
+    tags = {}
+    if v.previous_producer_id != -1:
+        tags[0] = _I64.pack(v.previous_producer_id)
+    if v.next_producer_id != -1:
+        tags[1] = _I64.pack(v.next_producer_id)
+    if v.client_txn_version != 0:
+        tags[2] = _I16.pack(v.client_txn_version)
+    w.end_struct(tags)      # only in the flexible version
     return w.getvalue()
 
 
 def decode_value(buf) -> TxnLogValue:
-    r = _Reader(buf)
-    version = r.i16()
+    r = VersionedReader(buf)
+    version = r.int16()
     if version not in (0, 1):
         raise RecordFormatError(f"unknown TransactionLogValue version {version}")
     r.flexible = version >= 1
-    pid = r.i64()
-    epoch = r.i16()
-    timeout = r.i32()
-    state = _I8.unpack(r._take(1))[0]
-    n = r.uvarint() - 1 if r.flexible else r.i32()
+    pid = r.int64()
+    epoch = r.int16()
+    timeout = r.int32()
+    state = r.int8()
+    n = r.field_array_len(nullable=True)
     partitions = None
     if n >= 0:
         partitions = {}
         for _ in range(n):
-            topic = r.string()
-            ids = [r.i32() for _ in range(r.array_len())]
-            r.skip_tags()
+            topic = r.field_string()
+            ids = [r.int32() for _ in range(r.field_array_len())]
+            r.end_struct()
             partitions.setdefault(topic, []).extend(ids)
-    last_update = r.i64()
-    start = r.i64()
+    last_update = r.int64()
+    start = r.int64()
     prev_pid = next_pid = -1
     ctv = 0
     if r.flexible:
-        for _ in range(r.uvarint()):
-            tag = r.uvarint()
-            data = bytes(r._take(r.uvarint()))
+        for tag, data in r.end_struct().items():
             try:
                 if tag == 0:
                     prev_pid = _I64.unpack(data)[0]
@@ -160,7 +144,7 @@ def decode_value(buf) -> TxnLogValue:
                     ctv = _I16.unpack(data)[0]
             except struct.error:
                 raise RecordFormatError(f"tagged field {tag} of {len(data)} bytes") from None
-    r.done()
+    _done(r)
     if not 0 <= state <= 7:
         raise RecordFormatError(f"unknown transaction state {state}")
     return TxnLogValue(pid, epoch, timeout, state, partitions if partitions is not None else {},

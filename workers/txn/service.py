@@ -11,13 +11,14 @@ requests answer NOT_COORDINATOR). The coordinator epoch is the partition's leade
 epoch; it goes into every WriteTxnMarkers the coordinator sends.
 
 Every state change is persisted first: one record (workers/txn/records.py: key
-transactional id, value TransactionLogValue v1) appended to the partition, committed
-when the high watermark covers it (DelayedProduce in the produce purgatory, so the same
-code waits for followers in cluster mode). Append failures map to Kafka's coordinator
-errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, UNKNOWN_SERVER_ERROR).
+transactional id, value TransactionLogValue v1) appended to the partition with acks -1,
+committed when the high watermark covers it (workers/coordinator_log.py, shared with the
+group coordinator: refused when the partition is not led here or its ISR is below
+min.insync.replicas). Append failures map to Kafka's coordinator errors
+(NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, UNKNOWN_SERVER_ERROR).
 
 EndTxn: PrepareCommit/PrepareAbort is written, the client is answered, then the
-markers go to every partition of the transaction (`MarkerSender`): partitions of this
+markers go to every partition of the transaction (workers/txn/markers.py): partitions of this
 worker through `workers.handlers.write_txn_markers.apply_markers` in process, those of
 other workers of this broker as WriteTxnMarkers over the worker mesh (router.forward),
 those led by other brokers as WriteTxnMarkers requests on a broker connection
@@ -36,7 +37,7 @@ older than their timeout are fenced (epoch bump) and aborted; every
 Complete*) longer than `transactional.id.expiration.ms` are removed (tombstone).
 
 KIP-890 part 1: `verify_partitions` answers AddPartitionsToTxn v4 verifyOnly; the
-produce path of the partition owner calls `broker.txn_verifier` (`TxnVerifier` below)
+produce path of the partition owner calls `broker.txn_verifier` (workers/txn/verifier.py)
 for a transactional batch whose producer has no open transaction on that partition yet,
 which asks the coordinator (in process, over the mesh, or over a broker connection).
 KIP-890 part 2 (an epoch bump per transaction) is not served: workers/txn/__init__.py.
@@ -47,16 +48,16 @@ them into what the request version knows (workers/handlers/_txn.py `for_version`
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-import time
 
-from mpbroker.protocol import api_keys as K
-from mpbroker.protocol.errors import ErrorCode as E
-from storage import errors as serr
-from storage.batch import BatchBuilder, iter_batches
-
+from mpbroker.metadata.model import OFFSETS_TOPIC
+from mpbroker.metadata.model import TRANSACTION_STATE_TOPIC as TXN_TOPIC
+from mpbroker.protocol.errors import ErrorCode
+from storage.batch import BatchBuilder
+from workers.coordinator_log import append_committed_async, load_with_backoff, replay
 from workers.txn import records as rec
+from workers.txn.config import TxnConfig
+from workers.txn.markers import MarkerSender
 from workers.txn.state import (
     BY_NAME, COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, NAMES, NO_PRODUCER_EPOCH, ONGOING,
     PREPARE_ABORT, PREPARE_COMMIT, PREPARE_EPOCH_FENCE, IllegalTransition, TransactionMetadata,
@@ -64,32 +65,23 @@ from workers.txn.state import (
 
 log = logging.getLogger(__name__)
 
-TXN_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
-LOAD_CHUNK_BYTES = 5 * 1024 * 1024  # Kafka's transaction.state.log.load.buffer.size
-LOAD_RETRY_MIN_MS = 100
-LOAD_RETRY_MAX_MS = 10000
-LOAD_SLICE_MS = 20  # longest stretch of decoding before the load lets requests in
-APPEND_TIMEOUT_MS = 30000
-DEFAULT_ABORT_INTERVAL_MS = 10000
-DEFAULT_REMOVE_INTERVAL_MS = 3600000
 MARKER_RETRY_MAX_MS = 1000
 COMPLETION_WAIT_MS = 200
 
 # Append errors -> what the coordinator answers (Kafka's TransactionStateManager).
 _APPEND_ERRORS = {
-    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
-    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
-    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
-    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 # Marker errors that end the attempt for a partition (the others are retried).
-_MARKER_FATAL = (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED,
-                 E.INVALID_REQUEST, E.CORRUPT_MESSAGE)
+_MARKER_FATAL = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                 ErrorCode.INVALID_REQUEST, ErrorCode.CORRUPT_MESSAGE)
 
 
 class TxnPartitionState:
@@ -105,22 +97,6 @@ class TxnPartitionState:
         self.load_task: asyncio.Task | None = None  # the replay (became_coordinator)
 
 
-class _Ctx:
-    """The request context of a request this worker sends itself (mesh forwards)."""
-
-    def __init__(self, api_key: int, version: int):
-        self.api_key = api_key
-        self.api_version = version
-        self.correlation_id = 0
-        self.client_id = "mpbroker-txn-coordinator"
-        self.client_host = ""
-        self.connection = None
-
-
-async def _value(x):
-    return await x if inspect.isawaitable(x) else x
-
-
 class TransactionService:
     def __init__(self, broker):
         self.broker = broker
@@ -130,17 +106,9 @@ class TransactionService:
         self._completing: dict[TransactionMetadata, asyncio.Future] = {}
         self._timers = []
         self._closed = False
-        cfg = broker.config
-        self.max_timeout_ms = int(cfg.get("transaction.max.timeout.ms", 900000))
-        self.id_expiration_ms = int(cfg.get("transactional.id.expiration.ms", 604800000))
-        self.abort_interval_ms = int(cfg.get(
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            DEFAULT_ABORT_INTERVAL_MS) or DEFAULT_ABORT_INTERVAL_MS)
-        self.remove_interval_ms = int(cfg.get(
-            "transaction.remove.expired.transaction.cleanup.interval.ms",
-            DEFAULT_REMOVE_INTERVAL_MS) or DEFAULT_REMOVE_INTERVAL_MS)
-        self._arm(self.abort_interval_ms, self.abort_timed_out_transactions)
-        self._arm(self.remove_interval_ms, self.remove_expired_transactional_ids)
+        self.config = TxnConfig.from_config(broker.config)
+        self._arm(self.config.abort_interval_ms, self.abort_timed_out_transactions)
+        self._arm(self.config.remove_interval_ms, self.remove_expired_transactional_ids)
 
     # ------------------------------------------------------------ plumbing
     @property
@@ -189,13 +157,21 @@ class TransactionService:
         """(TxnPartitionState, error code) for the id's partition on this worker."""
         md = self.broker.metadata
         if md is None or TXN_TOPIC not in md.topics:
-            return None, E.COORDINATOR_NOT_AVAILABLE
+            return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
         ps = self.states.get(self.partition_for(transactional_id))
         if ps is None or not ps.active:
-            return None, E.NOT_COORDINATOR
+            return None, ErrorCode.NOT_COORDINATOR
         if ps.loading:
-            return None, E.COORDINATOR_LOAD_IN_PROGRESS
-        return ps, E.NONE
+            return None, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ps, ErrorCode.NONE
+
+    def _lookup_request(self, tid: str):
+        """(TxnPartitionState, its TransactionMetadata of `tid` or None, error code) for a
+        client request naming `tid` (INVALID_REQUEST without one)."""
+        if not tid:
+            return None, None, ErrorCode.INVALID_REQUEST
+        ps, code = self.lookup(tid)
+        return ps, (ps.txns.get(tid) if ps is not None else None), code
 
     def _current(self, ps: TxnPartitionState) -> bool:
         return ps.active and self.states.get(ps.index) is ps and not ps.partition.closed
@@ -241,21 +217,9 @@ class TransactionService:
         """Replay the partition (retried after a backoff while it is still ours: the
         state is never served half-loaded), then finish the transactions the previous
         coordinator left in Prepare*. Cancelled when the partition is lost."""
-        backoff_ms = LOAD_RETRY_MIN_MS
-        while True:
-            try:
-                txns = await self._load(ps)
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                if not self._current(ps):
-                    return
-                log.exception("loading transaction state of %s-%d failed; retrying in %d ms",
-                              TXN_TOPIC, ps.index, backoff_ms)
-                await asyncio.sleep(backoff_ms / 1000)
-                backoff_ms = min(backoff_ms * 2, LOAD_RETRY_MAX_MS)
-        if not self._current(ps):
+        what = f"transaction state of {TXN_TOPIC}-{ps.index}"
+        txns = await load_with_backoff(lambda: self._load(ps), lambda: self._current(ps), what)
+        if txns is None or not self._current(ps):
             return
         ps.txns = txns
         ps.loading = False
@@ -265,29 +229,15 @@ class TransactionService:
                 self._spawn(self._complete_transaction(ps, meta, meta.state == PREPARE_COMMIT))
 
     async def _load(self, ps: TxnPartitionState) -> dict[str, TransactionMetadata]:
-        """The partition's transactions, read in chunks of LOAD_CHUNK_BYTES with the loop
-        free between chunks (and every LOAD_SLICE_MS within one), up to the log end offset
-        of the last check (no await after it, so nothing appended meanwhile is missed)."""
-        lg = ps.partition.log
-        offset = lg.log_start_offset
+        """The partition's transactions (workers/coordinator_log.py `replay`), read in
+        chunks of `transaction.state.log.load.buffer.size` bytes."""
         txns: dict[str, TransactionMetadata] = {}
-        while offset < lg.log_end_offset:
-            data = lg.read_records_bytes(offset, LOAD_CHUNK_BYTES)
-            start = offset
-            deadline = time.monotonic() + LOAD_SLICE_MS / 1000
-            for batch in iter_batches(memoryview(data), allow_partial_tail=True):
-                offset = batch.last_offset + 1
-                if not batch.is_control:
-                    self._load_batch(ps, batch, txns)
-                if time.monotonic() >= deadline:
-                    await asyncio.sleep(0)
-                    deadline = time.monotonic() + LOAD_SLICE_MS / 1000
-            if offset <= start:
-                raise serr.StorageError(f"no batch readable at offset {start} of "
-                                        f"{TXN_TOPIC}-{ps.index} (log end {lg.log_end_offset})")
-            await asyncio.sleep(0)  # let requests in between chunks
-            if not self._current(ps):
-                break               # lost meanwhile: the caller drops what it has
+
+        def on_batch(batch):
+            if not batch.is_control:
+                self._load_batch(ps, batch, txns)
+        await replay(ps.partition.log, self.config.load_buffer_bytes, on_batch, f"{TXN_TOPIC}-{ps.index}",
+                     lambda: self._current(ps))
         return txns
 
     @staticmethod
@@ -314,31 +264,20 @@ class TransactionService:
     async def _write(self, ps: TxnPartitionState, meta: TransactionMetadata, transit) -> int:
         """Persist `transit` (None: a tombstone) for `meta`; 0 once committed."""
         if not self._current(ps):
-            return E.NOT_COORDINATOR
+            return ErrorCode.NOT_COORDINATOR
         if ps.coordinator_epoch != ps.partition.leader_epoch:
-            return E.NOT_COORDINATOR
+            return ErrorCode.NOT_COORDINATOR
         value = None if transit is None else rec.encode_value(transit.to_value())
         data = BatchBuilder(clock=self._now).append(rec.encode_key(meta.transactional_id),
                                                     value).build()
-        p = ps.partition
-        try:
-            info = p.append(memoryview(bytearray(data)))
-        except serr.StorageError as e:
-            log.warning("appending to %s-%d failed: %s", TXN_TOPIC, ps.index, e)
-            return _APPEND_ERRORS.get(e.code, E.UNKNOWN_SERVER_ERROR)
-        self.broker.fetch_purgatory.check_and_complete(p.key)
-        if p.high_watermark <= info.last_offset:
-            from workers.handlers.produce import DelayedProduce
-            result = {"error_code": 0}
-            fut = asyncio.get_running_loop().create_future()
-            op = DelayedProduce(APPEND_TIMEOUT_MS, [(p, info.last_offset, result)], result, fut)
-            self.broker.produce_purgatory.try_complete_else_watch(op, [p.key])
-            await fut
-            if result["error_code"]:
-                return _APPEND_ERRORS.get(result["error_code"], E.UNKNOWN_SERVER_ERROR)
+        code = await append_committed_async(self.broker, ps.partition, data,
+                                            required_acks=-1, timeout_ms=self.config.append_timeout_ms)
+        if code:
+            log.warning("appending to %s-%d failed: error %d", TXN_TOPIC, ps.index, code)
+            return _APPEND_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
         if not self._current(ps):
-            return E.NOT_COORDINATOR
-        return E.NONE
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
 
     async def _transition(self, ps, meta, transit) -> int:
         code = await self._write(ps, meta, transit)
@@ -360,10 +299,10 @@ class TransactionService:
     async def _init_producer_id(self, version: int, req) -> tuple[int, int, int]:
         tid = req["transactional_id"]
         if tid == "":
-            return E.INVALID_REQUEST, -1, -1
+            return ErrorCode.INVALID_REQUEST, -1, -1
         timeout = req.get("transaction_timeout_ms", 0)
-        if timeout <= 0 or timeout > self.max_timeout_ms:
-            return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
+        if timeout <= 0 or timeout > self.config.max_timeout_ms:
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
         expected = None
         if version >= 3 and req.get("producer_id", -1) != -1:
             expected = (req["producer_id"], req.get("producer_epoch", -1))
@@ -382,27 +321,27 @@ class TransactionService:
                                            last_update_ms=self._now())
                 ps.txns[tid] = meta
         if expected is not None and not _valid_producer_id(meta, expected):
-            return E.PRODUCER_FENCED, -1, -1
+            return ErrorCode.PRODUCER_FENCED, -1, -1
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and await self._await_completion(meta):
             return await self._init_producer_id(version, req)
         if meta.pending or meta.state in (PREPARE_COMMIT, PREPARE_ABORT, DEAD,
                                           PREPARE_EPOCH_FENCE):
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if meta.state == ONGOING:
             # Fence the current producer: bump the epoch and abort what it left open; the
             # client retries (CONCURRENT_TRANSACTIONS) and then gets a second bump.
             meta.fence_epoch()
             code = await self._end_transaction(ps, meta, meta.producer_id, meta.producer_epoch,
                                                False, from_client=False)
-            return (code or E.CONCURRENT_TRANSACTIONS), -1, -1
+            return (code or ErrorCode.CONCURRENT_TRANSACTIONS), -1, -1
         now = self._now()
         if is_epoch_exhausted(meta.producer_epoch) and (
                 expected is None or expected[1] == meta.producer_epoch):
             new_pid = await self.broker.next_producer_id()
             if ps.txns.get(tid) is not meta or not self._current(ps):
-                return E.NOT_COORDINATOR, -1, -1
+                return ErrorCode.NOT_COORDINATOR, -1, -1
             if meta.pending or meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
-                return E.CONCURRENT_TRANSACTIONS, -1, -1
+                return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
             transit = meta.prepare_rotation(new_pid, timeout, now, expected is not None)
         else:
             code, transit = meta.prepare_increment_epoch(
@@ -412,112 +351,106 @@ class TransactionService:
         code = await self._transition(ps, meta, transit)
         if code:
             return code, -1, -1
-        return E.NONE, meta.producer_id, meta.producer_epoch
+        return ErrorCode.NONE, meta.producer_id, meta.producer_epoch
 
     # ------------------------------------------------------------ AddPartitionsToTxn
     def _check_producer(self, meta, producer_id: int, producer_epoch: int) -> int:
         if meta is None or meta.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if meta.producer_epoch != producer_epoch:
-            return E.PRODUCER_FENCED
-        return E.NONE
+            return ErrorCode.PRODUCER_FENCED
+        return ErrorCode.NONE
 
     async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]]) -> int:
         """The client path (v0-v3, and v4+ without verifyOnly): one error for all."""
-        if not tid:
-            return E.INVALID_REQUEST
-        ps, code = self.lookup(tid)
+        ps, meta, code = self._lookup_request(tid)
         if code:
             return code
-        meta = ps.txns.get(tid)
         code = self._check_producer(meta, producer_id, producer_epoch)
         if code:
             return code
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and await self._await_completion(meta):
             return await self.add_partitions(tid, producer_id, producer_epoch, partitions)
         if meta.pending or meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return E.CONCURRENT_TRANSACTIONS
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if meta.state == ONGOING and set(partitions) <= meta.partitions:
-            return E.NONE
+            return ErrorCode.NONE
         try:
             transit = meta.prepare_add_partitions(partitions, self._now())
         except IllegalTransition:
-            return E.INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE
         return await self._transition(ps, meta, transit)
 
     def verify_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                           partitions: list[tuple[str, int]]) -> dict:
         """AddPartitionsToTxn v4 verifyOnly (KIP-890): {(topic, p): error code}."""
-        ps, code = self.lookup(tid) if tid else (None, E.INVALID_REQUEST)
+        ps, code = self.lookup(tid) if tid else (None, ErrorCode.INVALID_REQUEST)
         if not code:
             meta = ps.txns.get(tid)
             code = self._check_producer(meta, producer_id, producer_epoch)
             if not code and meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                code = E.CONCURRENT_TRANSACTIONS
+                code = ErrorCode.CONCURRENT_TRANSACTIONS
         if code:
             return {tp: code for tp in partitions}
         ongoing = meta.state == ONGOING
-        return {tp: E.NONE if ongoing and tp in meta.partitions else E.INVALID_TXN_STATE
+        return {tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.INVALID_TXN_STATE
                 for tp in partitions}
 
     # ------------------------------------------------------------ AddOffsetsToTxn
     async def add_offsets(self, tid: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> int:
         if group_id is None or group_id == "":
-            return E.INVALID_GROUP_ID
+            return ErrorCode.INVALID_GROUP_ID
         if OFFSETS_TOPIC not in self.broker.metadata.topics:
             await self.broker.controller.ensure_internal_topic(OFFSETS_TOPIC)
         groups = self.broker.groups
         if groups is None:
-            return E.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return await self.add_partitions(tid, producer_id, producer_epoch,
                                          [(OFFSETS_TOPIC, groups.partition_for(group_id))])
 
     # ------------------------------------------------------------ EndTxn
     async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
-        if not tid:
-            return E.INVALID_REQUEST
-        ps, code = self.lookup(tid)
+        ps, meta, code = self._lookup_request(tid)
         if code:
             return code
-        meta = ps.txns.get(tid)
         if meta is None:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         return await self._end_transaction(ps, meta, producer_id, producer_epoch, commit,
                                            from_client=True)
 
     async def _end_transaction(self, ps, meta, producer_id, producer_epoch, commit: bool,
                                from_client: bool) -> int:
         if meta.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if from_client and meta.producer_epoch != producer_epoch:
-            return E.PRODUCER_FENCED
+            return ErrorCode.PRODUCER_FENCED
         fencing = meta.pending_state == PREPARE_EPOCH_FENCE
         if meta.pending and not (fencing and not from_client):
-            return E.CONCURRENT_TRANSACTIONS
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         state = meta.state
         if state == ONGOING:
             try:
                 transit = meta.prepare_abort_or_commit(commit, self._now())
             except IllegalTransition:
                 meta.abort_pending()
-                return E.INVALID_TXN_STATE
+                return ErrorCode.INVALID_TXN_STATE
         elif state == COMPLETE_COMMIT:
-            return E.NONE if commit else E.INVALID_TXN_STATE
+            return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
         elif state == COMPLETE_ABORT:
-            return E.INVALID_TXN_STATE if commit else E.NONE
+            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE
         elif state == PREPARE_COMMIT:
-            return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
+            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
         elif state == PREPARE_ABORT:
-            return E.INVALID_TXN_STATE if commit else E.CONCURRENT_TRANSACTIONS
+            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS
         else:
-            return E.INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE
         code = await self._transition(ps, meta, transit)
         if code:
             return code
         self._spawn(self._complete_transaction(ps, meta, commit))
-        return E.NONE
+        return ErrorCode.NONE
 
     async def _await_completion(self, meta, wait_ms: int = COMPLETION_WAIT_MS) -> bool:
         """Wait (bounded) for the markers + Complete* of `meta`'s decided transaction.
@@ -552,9 +485,9 @@ class TransactionService:
             results = await self.markers.write(pid, epoch, commit, ps.coordinator_epoch,
                                                sorted(remaining))
             for tp, code in results.items():
-                if code == E.NONE:
+                if code == ErrorCode.NONE:
                     remaining.discard(tp)
-                elif code in _MARKER_FATAL or (code == E.UNKNOWN_TOPIC_OR_PARTITION
+                elif code in _MARKER_FATAL or (code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                                                and not self._partition_exists(*tp)):
                     log.warning("transaction %s: marker for %s-%d failed (%s), giving up "
                                 "on that partition", meta.transactional_id, tp[0], tp[1], code)
@@ -571,7 +504,7 @@ class TransactionService:
                 continue
             transit = meta.prepare_complete(self._now())
             code = await self._transition(ps, meta, transit)
-            if code in (E.NONE, E.NOT_COORDINATOR):
+            if code in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR):
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, MARKER_RETRY_MAX_MS / 1000)
@@ -581,37 +514,36 @@ class TransactionService:
         return t is not None and index in t.partitions
 
     # ------------------------------------------------------------ timers
+    def _loaded_transactions(self):
+        """(partition state, metadata) of every transaction of the loaded partitions,
+        listed first (the timers' actions change them)."""
+        return [(ps, meta) for ps in list(self.states.values()) if not ps.loading and ps.active
+                for meta in list(ps.txns.values())]
+
     def abort_timed_out_transactions(self) -> int:
         """Ongoing transactions past their timeout: fence the epoch, then abort."""
         now = self._now()
         n = 0
-        for ps in list(self.states.values()):
-            if ps.loading or not ps.active:
-                continue
-            for meta in list(ps.txns.values()):
-                if (meta.state == ONGOING and not meta.pending and meta.start_ms >= 0
-                        and meta.start_ms + meta.txn_timeout_ms < now):
-                    log.info("aborting transaction %s (producer %d epoch %d): timed out "
-                             "after %d ms", meta.transactional_id, meta.producer_id,
-                             meta.producer_epoch, now - meta.start_ms)
-                    meta.fence_epoch()
-                    self._spawn(self._end_transaction(ps, meta, meta.producer_id,
-                                                      meta.producer_epoch, False,
-                                                      from_client=False))
-                    n += 1
+        for ps, meta in self._loaded_transactions():
+            if (meta.state == ONGOING and not meta.pending and meta.start_ms >= 0
+                    and meta.start_ms + meta.txn_timeout_ms < now):
+                log.info("aborting transaction %s (producer %d epoch %d): timed out "
+                         "after %d ms", meta.transactional_id, meta.producer_id,
+                         meta.producer_epoch, now - meta.start_ms)
+                meta.fence_epoch()
+                self._spawn(self._end_transaction(ps, meta, meta.producer_id,
+                                                  meta.producer_epoch, False, from_client=False))
+                n += 1
         return n
 
     def remove_expired_transactional_ids(self) -> int:
         now = self._now()
         n = 0
-        for ps in list(self.states.values()):
-            if ps.loading or not ps.active:
-                continue
-            for meta in list(ps.txns.values()):
-                if (meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and not meta.pending
-                        and meta.last_update_ms + self.id_expiration_ms <= now):
-                    self._spawn(self._expire(ps, meta))
-                    n += 1
+        for ps, meta in self._loaded_transactions():
+            if (meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and not meta.pending
+                    and meta.last_update_ms + self.config.id_expiration_ms <= now):
+                self._spawn(self._expire(ps, meta))
+                n += 1
         return n
 
     async def _expire(self, ps, meta) -> None:
@@ -632,10 +564,10 @@ class TransactionService:
         out = {"error_code": 0, "transactional_id": tid, "transaction_state": "",
                "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
                "producer_id": -1, "producer_epoch": -1, "topics": []}
-        ps, code = self.lookup(tid) if tid else (None, E.TRANSACTIONAL_ID_NOT_FOUND)
+        ps, code = self.lookup(tid) if tid else (None, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
         meta = ps.txns.get(tid) if ps is not None else None
         if not code and (meta is None or meta.state == DEAD):
-            code = E.TRANSACTIONAL_ID_NOT_FOUND
+            code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
         if code:
             out["error_code"] = code
             return out
@@ -657,11 +589,11 @@ class TransactionService:
                 unknown.append(s)
         pids = set(pid_filters or ())
         now = self._now()
-        error = E.NONE
+        error = ErrorCode.NONE
         out = []
         for ps in self.states.values():
             if ps.loading:
-                error = E.COORDINATOR_LOAD_IN_PROGRESS
+                error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
                 continue
             for meta in ps.txns.values():
                 if meta.state == DEAD:
@@ -686,178 +618,3 @@ def _valid_producer_id(meta: TransactionMetadata, expected: tuple[int, int]) -> 
     pid, epoch = expected
     return (meta.producer_epoch == NO_PRODUCER_EPOCH or pid == meta.producer_id
             or (pid == meta.last_producer_id and is_epoch_exhausted(epoch)))
-
-
-# ================================================================ markers
-class MarkerSender:
-    """Writes COMMIT/ABORT markers to partitions wherever they live (see module doc)."""
-
-    def __init__(self, broker):
-        self.broker = broker
-        self.channels = None
-
-    def close(self) -> None:
-        if self.channels is not None:
-            self.channels.close()
-
-    async def write(self, producer_id: int, producer_epoch: int, commit: bool,
-                    coordinator_epoch: int, partitions: list) -> dict:
-        """{(topic, p): error code} for every partition given."""
-        broker = self.broker
-        md = broker.metadata
-        router = broker.router
-        local, by_worker, by_broker, out = [], {}, {}, {}
-        for t, p in partitions:
-            topic = md.topics.get(t)
-            if topic is None or p not in topic.partitions:
-                out[(t, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            leader = topic.partitions[p].leader
-            if leader != broker.broker_id:
-                by_broker.setdefault(leader, []).append((t, p))
-                continue
-            w = router.owner(t, p) if router is not None and router.active else broker.worker_id
-            if w == broker.worker_id:
-                local.append((t, p))
-            else:
-                by_worker.setdefault(w, []).append((t, p))
-
-        def request(tps):
-            topics: dict[str, list[int]] = {}
-            for t, p in tps:
-                topics.setdefault(t, []).append(p)
-            return {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
-                                 "transaction_result": commit,
-                                 "topics": [{"name": t, "partition_indexes": ps}
-                                            for t, ps in topics.items()],
-                                 "coordinator_epoch": coordinator_epoch}]}
-
-        waits = []
-        for w, tps in by_worker.items():
-            fut = router.forward(w, _Ctx(K.WRITE_TXN_MARKERS, 1), request(tps))
-            if fut is None:
-                local.extend(tps)
-            else:
-                waits.append((fut, tps))
-        for b, tps in by_broker.items():      # concurrently, one request per broker
-            waits.append((asyncio.ensure_future(self._remote(b, request(tps))), tps))
-        if local:
-            try:
-                from workers.handlers.write_txn_markers import apply_markers
-                res = await _value(apply_markers(broker, request(local)["markers"]))
-                _collect(res, out, local)
-            except Exception:
-                log.exception("writing transaction markers locally")
-                for tp in local:
-                    out.setdefault(tp, E.UNKNOWN_SERVER_ERROR)
-        for fut, tps in waits:
-            try:
-                _collect(await fut, out, tps)
-            except Exception as e:
-                log.info("writing transaction markers to %s failed: %s", tps, e)
-                for tp in tps:
-                    out.setdefault(tp, E.NOT_LEADER_OR_FOLLOWER)
-        for tp in partitions:
-            out.setdefault(tuple(tp), E.UNKNOWN_SERVER_ERROR)
-        return out
-
-    async def _remote(self, broker_id: int, body: dict):
-        return await self._remote_request(broker_id, K.WRITE_TXN_MARKERS, 1, body)
-
-    async def _remote_request(self, broker_id: int, api_key: int, version: int, body: dict):
-        """One request to another broker (workers/txn/channel.py) -> response body."""
-        if self.channels is None:
-            from workers.txn.channel import BrokerChannels
-            self.channels = BrokerChannels(self.broker)
-        return await self.channels.request(broker_id, api_key, version, body)
-
-
-def _collect(res, out: dict, tps) -> None:
-    """Per-partition codes from a WriteTxnMarkers response body (or its markers list)."""
-    markers = res.get("markers") if isinstance(res, dict) else res
-    for m in markers or ():
-        for t in m.get("topics") or ():
-            for p in t.get("partitions") or ():
-                out[(t["name"], p["partition_index"])] = p["error_code"]
-    for tp in tps:
-        out.setdefault(tuple(tp), E.UNKNOWN_SERVER_ERROR)
-
-
-# ================================================================ KIP-890 verification
-class TxnVerifier:
-    """`broker.txn_verifier`: may a transactional batch of (transactional_id, producer_id,
-    producer_epoch) go into (topic, partition)? Asks the coordinator whether the partition
-    was added to the producer's ongoing transaction (AddPartitionsToTxn v4 verifyOnly),
-    unless the partition already has an open transaction of that producer and epoch
-    (then it was verified when that transaction's first batch came). Returns a Produce
-    error code, or an awaitable of one: the coordinator's retriable answers become
-    NOT_ENOUGH_REPLICAS (retriable for every client, as Kafka 3.6+ does), an unknown
-    producer id mapping INVALID_TXN_STATE, a fenced epoch INVALID_PRODUCER_EPOCH (what
-    the partition's own producer-state check answers for an old epoch)."""
-
-    def __init__(self, broker):
-        self.broker = broker
-
-    def __call__(self, transactional_id, producer_id: int, producer_epoch: int,
-                 topic: str, partition: int):
-        broker = self.broker
-        p = broker.partition(topic, partition)
-        if p is not None:
-            entry = p.log.producer_state.last_entry(producer_id)
-            if (entry is not None and entry.producer_epoch == producer_epoch
-                    and entry.current_txn_first_offset is not None):
-                return E.NONE
-        if not transactional_id:
-            return E.INVALID_TXN_STATE
-        return self._ask(transactional_id, producer_id, producer_epoch, topic, partition)
-
-    async def _ask(self, tid, pid, epoch, topic, partition) -> int:
-        broker = self.broker
-        txn = broker.transactions
-        tp = (topic, partition)
-        if TXN_TOPIC not in broker.metadata.topics:
-            return E.INVALID_TXN_STATE
-        idx = txn.partition_for(tid)
-        leader = broker.metadata.topics[TXN_TOPIC].partitions[idx].leader
-        body = {"transactions": [{"transactional_id": tid, "producer_id": pid,
-                                  "producer_epoch": epoch, "verify_only": True,
-                                  "topics": [{"name": topic, "partitions": [partition]}]}]}
-        code = None
-        try:
-            if leader == broker.broker_id:
-                router = broker.router
-                w = (router.owner(TXN_TOPIC, idx) if router is not None and router.active
-                     else broker.worker_id)
-                if w == broker.worker_id:
-                    code = txn.verify_partitions(tid, pid, epoch, [tp])[tp]
-                else:
-                    fut = router.forward(w, _Ctx(K.ADD_PARTITIONS_TO_TXN, 4), body)
-                    if fut is None:
-                        code = E.NOT_COORDINATOR
-                    else:
-                        code = _verify_code(await fut, tp)
-            else:
-                code = _verify_code(await txn.markers._remote_request(
-                    leader, K.ADD_PARTITIONS_TO_TXN, 4, body), tp)
-        except Exception as e:
-            log.info("verifying %s with the transaction coordinator failed: %s", tp, e)
-            code = E.COORDINATOR_NOT_AVAILABLE
-        if code in (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
-                    E.NOT_COORDINATOR, E.CONCURRENT_TRANSACTIONS):
-            return E.NOT_ENOUGH_REPLICAS
-        if code == E.INVALID_PRODUCER_ID_MAPPING:
-            return E.INVALID_TXN_STATE
-        if code == E.PRODUCER_FENCED:
-            return E.INVALID_PRODUCER_EPOCH
-        return code
-
-
-def _verify_code(resp: dict, tp) -> int:
-    if resp.get("error_code"):
-        return resp["error_code"]
-    for r in resp.get("results_by_transaction") or ():
-        for t in r.get("topic_results") or ():
-            for p in t.get("results_by_partition") or ():
-                if (t["name"], p["partition_index"]) == tuple(tp):
-                    return p["partition_error_code"]
-    return E.UNKNOWN_SERVER_ERROR

@@ -247,7 +247,7 @@ def form_group(coord, sched, n=2, group="g", topics=("t",), version=5, **kw):
     boxes = [join_new(coord, group, protos=protocols(*topics), version=version, **kw) for _ in range(n)]
     # the initial delay is extended once for every delay in which new members arrived
     while not all(b.done for b in boxes):
-        sched.advance(coord.initial_rebalance_delay_ms)
+        sched.advance(coord.config.initial_rebalance_delay_ms)
     results = [b.value for b in boxes]
     assert all(r["error_code"] == 0 for r in results), results
     generation = results[0]["generation_id"]

@@ -3,14 +3,11 @@ coordinator with a fake clock, scheduler and appender."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.workers.groups.harness import FakeAppender, FakeClock, FakeScheduler
 from workers.groups import errors
 from workers.groups import records as rec
-from workers.groups.consumer_protocol import (
-    MEMBER_STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerGroup, range_assignor,
-    uniform_assignor)
+from workers.groups.consumer_group import (
+    MEMBER_STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerGroup)
 from workers.groups.coordinator import GroupCoordinator, LoadRecord
 
 T1 = b"\x01" * 16
@@ -335,22 +332,3 @@ def test_records_are_kafkas_layout():
                      + b"\x01" + b"\x00")
     assert rec.decode_consumer_current_assignment_value(value).assigned == {T1: [0, 2]}
     assert rec.encode_consumer_group_epoch_value(3) == b"\x00\x00\x00\x00\x00\x03\x00"
-
-
-@pytest.mark.parametrize("assignor", [uniform_assignor, range_assignor])
-def test_assignors_balance(assignor):
-    subs = {f"m{i}": {T1, T2} for i in range(3)}
-    out = assignor(subs, {T1: 7, T2: 2}, {})
-    sizes = sorted(len(v) for v in out.values())
-    assert sum(sizes) == 9 and len(set().union(*out.values())) == 9
-    if assignor is uniform_assignor:
-        assert sizes == [3, 3, 3]
-
-
-def test_uniform_assignor_is_sticky():
-    subs = {"a": {T1}, "b": {T1}}
-    first = uniform_assignor(subs, {T1: 6}, {})
-    subs["c"] = {T1}
-    second = uniform_assignor(subs, {T1: 6}, first)
-    assert sorted(len(v) for v in second.values()) == [2, 2, 2]
-    assert second["a"] <= first["a"] and second["b"] <= first["b"]

@@ -1,4 +1,4 @@
-"""GroupService (workers/group_service.py) inside one real worker: a real Broker with the
+"""GroupService (workers/groups/service.py) inside one real worker: a real Broker with the
 embedded controller and real logs in a temporary directory (no network, no mocks of our
 components). Covers what client tests cannot stage: the background load in chunks
 (COORDINATOR_LOAD_IN_PROGRESS while it runs), a load that fails and starts over, a
@@ -12,7 +12,7 @@ from mpbroker import config as configmod
 from mpbroker.controller.embedded import EmbeddedController
 from storage import errors as serr
 from storage.batch import iter_batches
-from workers import group_service
+from workers import coordinator_log
 from workers.broker import Broker
 from workers.groups import errors
 from workers.groups.coordinator import ACTIVE, LOADING
@@ -88,7 +88,7 @@ def test_load_in_chunks_answers_load_in_progress_meanwhile(tmp_path):
 def test_a_large_chunk_is_decoded_in_slices(tmp_path, monkeypatch):
     """One chunk of Kafka's default 5 MiB takes long to decode: the load lets requests
     in every LOAD_SLICE_MS within it too (here 0: after every batch)."""
-    monkeypatch.setattr(group_service, "LOAD_SLICE_MS", 0)
+    monkeypatch.setattr(coordinator_log, "LOAD_SLICE_MS", 0)
 
     async def main():
         await committed_broker(tmp_path)
@@ -104,7 +104,7 @@ def test_a_large_chunk_is_decoded_in_slices(tmp_path, monkeypatch):
 
 
 def test_failed_load_stays_loading_and_starts_over(tmp_path, monkeypatch):
-    monkeypatch.setattr(group_service, "LOAD_RETRY_MIN_MS", 20)
+    monkeypatch.setattr(coordinator_log, "LOAD_RETRY_MIN_MS", 20)
 
     async def main():
         await committed_broker(tmp_path)

@@ -9,7 +9,8 @@ import asyncio
 
 from mpbroker.protocol.errors import ErrorCode as E
 from storage import errors as serr
-from workers.txn import service
+from workers import coordinator_log
+from workers.txn import config as txn_config
 
 from tests.workers.txn.test_service import Clock, init, loaded, make_broker, run, setup
 
@@ -35,7 +36,7 @@ def described(txn):
 
 
 def test_load_in_chunks_answers_load_in_progress_meanwhile(tmp_path, monkeypatch):
-    monkeypatch.setattr(service, "LOAD_CHUNK_BYTES", 256)
+    monkeypatch.setattr(txn_config, "LOAD_BUFFER_BYTES", 256)
     clock = Clock()
 
     async def main():
@@ -58,8 +59,8 @@ def test_load_in_chunks_answers_load_in_progress_meanwhile(tmp_path, monkeypatch
 
 
 def test_failed_load_is_retried_not_served_half_loaded(tmp_path, monkeypatch):
-    monkeypatch.setattr(service, "LOAD_CHUNK_BYTES", 256)
-    monkeypatch.setattr(service, "LOAD_RETRY_MIN_MS", 20)
+    monkeypatch.setattr(txn_config, "LOAD_BUFFER_BYTES", 256)
+    monkeypatch.setattr(coordinator_log, "LOAD_RETRY_MIN_MS", 20)
     clock = Clock()
 
     async def main():
@@ -88,7 +89,7 @@ def test_failed_load_is_retried_not_served_half_loaded(tmp_path, monkeypatch):
 
 
 def test_partition_lost_during_load_stops_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(service, "LOAD_CHUNK_BYTES", 256)
+    monkeypatch.setattr(txn_config, "LOAD_BUFFER_BYTES", 256)
     clock = Clock()
 
     async def main():

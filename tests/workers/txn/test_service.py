@@ -259,3 +259,30 @@ def test_kip360_init_with_producer_id_and_epoch(tmp_path):
         assert (await init3(b, "k", pid + 100, 1))["error_code"] == E.PRODUCER_FENCED
         b.shutdown()
     run(main())
+
+
+def test_state_changes_need_the_leader_and_min_insync_replicas(tmp_path):
+    """The coordinator appends as the group coordinator does (workers/coordinator_log.py):
+    refused below min.insync.replicas (COORDINATOR_NOT_AVAILABLE) and when the partition
+    is no longer led here (NOT_COORDINATOR), nothing written either time."""
+    clock = Clock()
+
+    async def main():
+        b, ctl = make_broker(tmp_path, clock)
+        await setup(b, ctl)
+        txn = b.transactions
+        p = b.partition("__transaction_state", txn.partition_for("a"))
+        # as if the controller had made this broker the leader of replicas 1 and 2
+        p.make_leader(1, p.leader_epoch + 1, [1, 2], [1], p.partition_epoch + 1, clock())
+        p.min_isr = 2
+        txn.became_coordinator(p)              # the new leader epoch: loaded again
+        await loaded(b)
+        end = p.log_end_offset
+        assert (await init(b, "a"))["error_code"] == E.COORDINATOR_NOT_AVAILABLE
+        assert p.log_end_offset == end
+
+        p.make_follower(2, p.leader_epoch, [1, 2], [1, 2], p.partition_epoch + 1)
+        assert (await init(b, "a"))["error_code"] == E.NOT_COORDINATOR
+        assert p.log_end_offset == end
+        b.shutdown()
+    run(main())
