@@ -46,7 +46,8 @@ import weakref
 from typing import Callable
 
 from mpbroker import config as configmod
-from mpbroker.metadata.model import ClusterMetadata, uuid_from_str, uuid_to_str
+from mpbroker.metadata.model import (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterMetadata,
+                                     uuid_from_str, uuid_to_str)
 from storage.errors import DISK_FULL_ERRNOS, KafkaStorageError
 from storage.cleaner import CleanerManager, map_entries_for
 from storage.checkpoint import fsync_dir
@@ -64,8 +65,6 @@ log = logging.getLogger(__name__)
 
 LOG_DIR_FAILURE_EXIT = 4    # every log dir failed: the supervisor stops the broker
 UNCLEAN_SHUTDOWN_EXIT = 1   # a stop that left partitions not closed cleanly
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_TOPIC = "__transaction_state"
 CLEAN_SLICES = 10           # compaction slices of 5 ms per housekeeping tick (of 1 s)
 OPEN_CHUNK = 64             # new logs opened per turn of the loop (`_open_pending`),
 OPEN_SLICE_S = 0.05         # or fewer when these seconds went by (a slow disk)
@@ -644,9 +643,9 @@ class Broker:
         if new or was_follower:
             if p.topic == OFFSETS_TOPIC and self.groups:
                 self.groups.became_coordinator(p)
-            if p.topic == TRANSACTION_TOPIC and self.transactions:
+            if p.topic == TRANSACTION_STATE_TOPIC and self.transactions:
                 self.transactions.became_coordinator(p)
-        elif new_epoch and p.topic == TRANSACTION_TOPIC and self.transactions:
+        elif new_epoch and p.topic == TRANSACTION_STATE_TOPIC and self.transactions:
             self.transactions.became_coordinator(p)  # a new coordinator epoch
         if moved and not new:
             self.replication.hw_changed(p)
@@ -673,7 +672,7 @@ class Broker:
     def _resign(self, p: Partition) -> None:
         if p.topic == OFFSETS_TOPIC and self.groups:
             self.groups.resigned_coordinator(p)
-        if p.topic == TRANSACTION_TOPIC and self.transactions:
+        if p.topic == TRANSACTION_STATE_TOPIC and self.transactions:
             self.transactions.resigned_coordinator(p)
 
     def _remove_hosted(self, p: Partition, delete: bool) -> None:

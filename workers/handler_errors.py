@@ -25,13 +25,13 @@ connection closed (acks=0 Produce, Kafka's only way to tell such a producer).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 
 from mpbroker.protocol import api_keys as K
 from mpbroker.protocol import errors
 from mpbroker.protocol.error_response import error_response
 from mpbroker.protocol.errors import ErrorCode
+from workers.answers import later
 
 log = logging.getLogger("workers.handlers")
 
@@ -110,7 +110,7 @@ def run_guarded(handle, broker, ctx, request: dict):
                         exc_info=None if _expected(e) else e)
             raise ConnectionAbortedError(f"acks=0 produce failed: {e}") from e
         return answer_failure(ctx, request, e)
-    if inspect.isawaitable(result):
+    if later(result):
         return _guard_awaitable(result, ctx, request)
     return result
 

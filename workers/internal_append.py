@@ -28,7 +28,7 @@ from typing import Callable
 
 from mpbroker.protocol.errors import ErrorCode
 from storage import errors as serr
-from workers.handlers.produce import DelayedProduce
+from workers.delayed import DelayedProduce
 
 
 def append_committed(broker, partition, batch: bytes, on_done: Callable[[int], None], *,

@@ -205,6 +205,17 @@ class Partition:
             self._storage_error(e)
             raise
 
+    def leader_epoch_error(self, current_leader_epoch: int) -> int:
+        """The fencing check of a request naming the leader epoch it knows (Kafka's
+        Partition.checkCurrentLeaderEpoch): -1 (not given) and ours pass (NONE); an
+        older one is FENCED_LEADER_EPOCH, a newer one (we have not heard of it yet)
+        UNKNOWN_LEADER_EPOCH."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
     def epoch_for_offset(self, offset: int) -> int:
         return self.log.epoch_cache.epoch_for_offset(offset)
 

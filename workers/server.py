@@ -77,7 +77,11 @@ class WorkerServer:
         self.broker = broker
         self.sock = listen_sock
         self.max_request_bytes = max_request_bytes
-        self.dispatcher = metrics.instrument(Dispatcher(broker), broker)
+        dispatcher = Dispatcher(broker)
+        router = getattr(broker, "router", None)
+        if router is not None:      # the parts other workers forward run through the registry
+            router.run_part = dispatcher.run_part
+        self.dispatcher = metrics.instrument(dispatcher, broker)
         self.connections: set[Connection] = set()
         self.tasks: set[asyncio.Task] = set()
         self.stopping = asyncio.Event()

@@ -28,7 +28,7 @@ from storage import errors as serr
 from storage.batch import BatchBuilder, iter_batches
 from storage.log import Log, LogConfig
 from workers.broker import Broker
-from workers.handlers.produce import DelayedProduce
+from workers.delayed import DelayedProduce
 from workers.kafka_client import KafkaConnection
 from workers.partition import Partition
 from workers.purgatory import Purgatory

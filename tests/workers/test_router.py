@@ -14,6 +14,7 @@ from workers.fetch_session import CachedPartition
 from workers.router import (GROUP_MULTI, PART_SPECS, fetch_has_news, fetch_subrequest,
                             merge_groups, merge_list_groups, merge_partitions, pin_records,
                             portable, sanitize_response, split_groups, split_partitions)
+from workers.scope import PARTITION
 
 
 def produce_req():
@@ -275,11 +276,12 @@ class _Broker:
 
 
 def _owner_with(monkeypatch, handle):
+    from workers.dispatch import Dispatcher
     from workers.handlers import HANDLERS, Handler
     from workers.router import Router
     h = HANDLERS[K.LIST_OFFSETS]
     monkeypatch.setitem(HANDLERS, K.LIST_OFFSETS, Handler(handle, h.min_version, h.max_version))
-    r = Router(_Broker())
+    r = Router(_Broker(), Dispatcher(_Broker()).run_part)
     link = r.peers[0] = _Link()
     return r, link
 
@@ -340,7 +342,7 @@ def _counting_router(topics: dict):
         metadata = _md_with_partitions(topics)
 
     r = Router(B())
-    r.routes[K.LIST_OFFSETS] = lambda ctx, req, handle: "routed"
+    r.routes["partition"] = lambda ctx, req, handle, scope: "routed"
     return r, B
 
 
@@ -352,8 +354,8 @@ def _md_with_partitions(topics: dict):
 
 def test_front_counts_partition_level_requests_for_balancing():
     r, _ = _counting_router({"a": 4})
-    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None) == "routed"
-    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None) == "routed"
+    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None, PARTITION) == "routed"
+    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None, PARTITION) == "routed"
     assert r.partition_requests == {("a", 3): 2, ("a", 1): 2}
 
 
@@ -366,7 +368,8 @@ def test_request_counts_stay_bounded_by_the_partitions_that_exist():
         r.route(_ListOffsetsCtx(), {"replica_id": -1, "isolation_level": 0, "topics": [
             {"name": f"nope-{i}", "partitions": [{"partition_index": 0, "timestamp": -1}]},
             {"name": "a", "partitions": [{"partition_index": 1, "timestamp": -1},
-                                         {"partition_index": 7, "timestamp": -1}]}]}, None)
+                                         {"partition_index": 7, "timestamp": -1}]}]}, None,
+                 PARTITION)
     assert r.partition_requests == {("a", 1): 100}
     assert r.request_counts() == [["a", 1, 100]]
     B.metadata = _md_with_partitions({})           # "a" deleted

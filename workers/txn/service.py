@@ -328,7 +328,7 @@ class TransactionService:
             return _APPEND_ERRORS.get(e.code, E.UNKNOWN_SERVER_ERROR)
         self.broker.fetch_purgatory.check_and_complete(p.key)
         if p.high_watermark <= info.last_offset:
-            from workers.handlers.produce import DelayedProduce
+            from workers.delayed import DelayedProduce
             result = {"error_code": 0}
             fut = asyncio.get_running_loop().create_future()
             op = DelayedProduce(APPEND_TIMEOUT_MS, [(p, info.last_offset, result)], result, fut)
