@@ -48,18 +48,22 @@ from typing import Callable
 from mpbroker import config as configmod
 from mpbroker.metadata.model import (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterMetadata,
                                      uuid_from_str, uuid_to_str)
+from mpbroker.protocol.errors import ErrorCode
 from storage.errors import DISK_FULL_ERRNOS, KafkaStorageError
 from storage.cleaner import CleanerManager, map_entries_for
 from storage.checkpoint import fsync_dir
 from storage.log import PARTITION_METADATA_FILE, Log, LogConfig
 
 from workers.fetch_session import FetchSessionCache
+from workers.group_service import GroupService
+from workers.handlers.alter_replica_log_dirs import complete_future
 from workers.loop_timer import LoopTimer
 from workers.partition import Partition
 from workers.placement import PlacementTable
 from workers.purgatory import Purgatory
 from workers.replication import ReplicaManager
 from workers.timing_wheel import Timer
+from workers.txn.service import TransactionService, TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -177,13 +181,7 @@ class Broker:
         self.loop_timer = LoopTimer(self.timer, loop)
         if self.router is not None:
             self.router.start(loop)
-        try:
-            from workers.group_service import GroupService
-        except ImportError:
-            GroupService = None
-        if GroupService is not None:
-            self.groups = GroupService(self)
-        from workers.txn.service import TransactionService, TxnVerifier
+        self.groups = GroupService(self)
         self.transactions = TransactionService(self)
         self.txn_verifier = TxnVerifier(self)
         # The logs there are at start open before the worker says it is ready (Kafka's
@@ -718,7 +716,6 @@ class Broker:
         if unknown is not None:
             self.offline_partitions[(topic, index)] = unknown[0]
             raise KafkaStorageError(f"{name}: log dir {unknown[0]} failed: {unknown[1]}")
-        from workers.handlers.alter_replica_log_dirs import complete_future
         moved = complete_future(self.log_dirs, name)    # a move interrupted by a crash
         if moved is not None:
             return moved
@@ -884,7 +881,6 @@ class Broker:
 
     def partition_error(self, topic: str, index: int) -> int:
         """Error code for a partition-scoped request to (topic, index) that we cannot serve."""
-        from mpbroker.protocol.errors import ErrorCode
         t = self.metadata.topics.get(topic)
         if t is None or index not in t.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -28,7 +28,7 @@ import os
 import time
 from bisect import bisect_left
 
-from mpbroker.protocol import api_keys
+from mpbroker.protocol import api_keys, codec
 from storage.slices import FileSlice
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,6 @@ class MeteredDispatcher:
 
 def log_request(ctx, frame, pos: int, chunks, total_ms: float, queue_ms) -> None:
     """One line per request, Kafka's "Completed request" of RequestChannel, shorter."""
-    from mpbroker.protocol import codec
     try:
         parts = request_partitions(codec.decode_request(ctx.api_key, ctx.api_version,
                                                         frame, pos))

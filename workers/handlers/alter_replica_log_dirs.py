@@ -60,6 +60,7 @@ import uuid
 
 from mpbroker.protocol.errors import ErrorCode
 from storage.checkpoint import fsync_dir
+from storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +303,6 @@ def write_marker(path: str) -> None:
 def swap(broker, p, future: str) -> None:
     """The commit (synchronous): old dir -> `-delete`, future -> the partition's name,
     the log reopened from there. On a failure both are renamed back."""
-    from storage.log import Log
     old = p.log
     src = old.dir
     name = os.path.basename(src)
