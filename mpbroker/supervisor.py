@@ -101,7 +101,7 @@ log = logging.getLogger("mpbroker.supervisor")
 
 # Exit codes of children (gunicorn's WORKER_BOOT_ERROR is 3).
 WORKER_BOOT_ERROR = 3
-LOG_DIR_FAILURE_EXIT = 4    # = workers/broker.py's: a worker's log dir failed
+LOG_DIR_FAILURE_EXIT = 4    # = workers/worker.py's: a worker's log dir failed
 CONTROLLER_BOOT_ERROR = 4
 
 # Cross-worker routing (workers/router.py) and placement (workers/placement.py) are
@@ -760,7 +760,7 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
     """A worker process: today's single-worker runtime (`workers.server.run` on a Broker),
     with `broker.controller` the RPC client of the controller process."""
     from workers import server
-    from workers.broker import Broker
+    from workers.worker import Worker
     from workers.router import Router
     proctitle.set_title(f"worker {worker_id}")
     signal.signal(signal.SIGHUP, signal.SIG_IGN)     # reloads come over the control channel
@@ -778,7 +778,7 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
         if client.placement is not None and (table is None or
                                              client.placement.revision > table.revision):
             table = client.placement
-        broker = Broker(cfg, client, worker_id=worker_id)
+        broker = Worker(cfg, client, worker_id=worker_id)
         if table is not None:
             broker.placement = table
         # the mesh: one PeerLink per other worker; a respawned peer's new socket replaces it
@@ -1296,7 +1296,7 @@ class Supervisor:
         if self.stopping:
             return
         if code == LOG_DIR_FAILURE_EXIT:
-            # no log dir left (workers/broker.py fail_log_dir): Kafka halts the broker
+            # no log dir left (workers/worker.py fail_log_dir): Kafka halts the broker
             raise SupervisorError(1, f"worker {child.worker_id} (pid {child.pid}): its log "
                                      f"dir failed (see above); stopping")
         now = time.monotonic()

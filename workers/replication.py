@@ -4,7 +4,7 @@ side). Kafka's ReplicaManager / ReplicaFetcherThread / AbstractFetcherThread, se
 controller).
 
 Ownership: each worker process has one `ReplicaManager` (`broker.replication`), built
-by `Broker.start`; it replicates exactly the follower partitions this worker owns by
+by `Worker.start`; it replicates exactly the follower partitions this worker owns by
 placement (`broker.followers`). Partition state lives in `workers/partition.py`; this
 module only does the I/O around it. Nothing here runs in the embedded single-broker
 default (every partition has one replica, no follower, no ISR change).

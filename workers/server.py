@@ -22,7 +22,7 @@ Memory and connection limits (issue #15), all from the broker's config:
 * One receive buffer per worker (`ReadBuffer`), shared by its connections.
 
 Shutdown (`request_stop`): stop accepting, let requests in flight finish for up to
-`grace_s` seconds, close connections, then `Broker.shutdown()` flushes every log and
+`grace_s` seconds, close connections, then `Worker.shutdown()` flushes every log and
 writes the clean-shutdown markers, so the next start skips recovery.
 """
 from __future__ import annotations

@@ -42,7 +42,7 @@ Crashes: a `-future` dir without the marker is an unfinished copy, removed at st
 marker is promoted only when no dir holds `<topic>-<p>` (the commit point was
 passed), else removed; `-delete` dirs are removed. A worker respawned mid-swap finds
 no `<topic>-<p>` and promotes the future dir itself (`complete_future`, from
-Broker.partition_dir).
+Worker.partition_dir).
 
 A second request for a replica that is moving retargets the running move (it starts
 over towards the new dir; the replica's own dir cancels it). A copy that fails (the

@@ -13,7 +13,7 @@ from mpbroker.controller.embedded import EmbeddedController
 from storage import errors as serr
 from storage.batch import iter_batches
 from workers import group_service
-from workers.broker import Broker
+from workers.worker import Worker
 from workers.groups import errors
 from workers.groups.coordinator import ACTIVE, LOADING
 
@@ -29,7 +29,7 @@ def make_broker(tmp_path, **overrides):
     cfg = configmod.BrokerConfig.from_text(text, [f"{k}={v}" for k, v in overrides.items()])
     ctl = EmbeddedController(cfg)
     ctl.register_broker(1, "127.0.0.1", 9092)
-    b = Broker(cfg, ctl)
+    b = Worker(cfg, ctl)
     ctl.attach_worker(b)
     b.start(asyncio.get_running_loop())
     return b, ctl

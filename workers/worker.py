@@ -109,7 +109,7 @@ def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class Broker:
+class Worker:
     """`clock` (epoch ms, wall clock) stamps records and drives what Kafka times by the
     wall clock (segment.ms, retention, ISR lag, group and producer expiry);
     `timer_clock` (monotonic ms, like Kafka's SystemTimer on System.nanoTime) drives the
