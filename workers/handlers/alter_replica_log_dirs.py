@@ -323,7 +323,7 @@ def swap(broker, p, future: str) -> None:
     if new.high_watermark != old.high_watermark and old.high_watermark <= new.log_end_offset:
         new.update_high_watermark(old.high_watermark)
     p.log = new
-    cleaners = getattr(broker, "_cleaners", None)
+    cleaners = getattr(broker, "cleaners", None)
     if cleaners is not None:
         cleaners.forget(p.key)
     log.info("moved %s to %s (log end %d)", name, os.path.dirname(final), new.log_end_offset)
