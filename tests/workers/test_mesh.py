@@ -13,7 +13,7 @@ import pytest
 from mpbroker.protocol import api_keys as K
 from workers import mesh
 from workers.mesh import MeshFrameError, PeerLink, decode, encode
-from workers.router import attach_records, detach_records
+from workers.payloads import attach_records, detach_records
 
 
 def _body(encoded) -> memoryview:

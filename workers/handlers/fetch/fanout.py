@@ -5,7 +5,7 @@ The front keeps the incremental fetch session (KIP-227) and resolves which parti
 the request reads; it reads its own partitions itself and forwards the others as
 *sessionless* Fetch requests (session_epoch -1, `router.fetch_subrequest`) with a share
 of `max_bytes`. Owners answer FileSlices with fd=-1; each answer's slices are pinned to
-this connection's handles as it arrives (`router.pin_records`).
+this connection's handles as it arrives (`pin_records`, workers/payloads.py).
 
 Long polling: the parts are forwarded with the request's max_wait_ms/min_bytes, each
 owner parks its part in its own fetch purgatory (woken by its appends); the local part
@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 
 from workers.handlers.fetch.plan import FetchPlan, PartPlan, park, replica_id, requested_partitions
-from workers.router import PeerGone, fetch_has_news, fetch_subrequest, pin_records
+from workers.payloads import pin_records
+from workers.router import PeerGone, fetch_has_news, fetch_subrequest
 
 
 def fan_out(router, ctx, req, handle):
