@@ -1,5 +1,5 @@
 """Replication in the workers (workers/partition.py, workers/replication.py,
-workers/handlers/fetch.py follower path, produce acks=all).
+workers/handlers/fetch/plan.py follower path, produce acks=all).
 
 Part 1, Partition logic with real logs in a temporary directory and an injected clock:
 high watermark = min LEO of the (maximal) ISR, ISR expansion and shrink, DelayedProduce
