@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 from mpbroker.protocol.errors import ErrorCode
 from storage.slices import FileSlice
 
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 def portable(api_key: int, body: dict) -> dict:
     """A request body that survives pickling: Produce records (memoryviews over the
     request frame) become bytearrays (the one copy to the owner)."""
-    if api_key == K.PRODUCE:
+    if api_key == api_keys.PRODUCE:
         return {**body, "topic_data": [
             {**t, "partition_data": [
                 {**p, "records": bytearray(p["records"])} if isinstance(p.get("records"), memoryview)
@@ -42,7 +42,7 @@ def detach_records(api_key: int, body: dict) -> tuple[dict, list]:
     of its raw buffer, and the buffers (memoryviews over the client's request frame, not
     copied): the mesh sends them raw after the pickled body (workers/mesh.py), so the
     one copy to the owner is the kernel's. Other APIs: (body, [])."""
-    if api_key != K.PRODUCE:
+    if api_key != api_keys.PRODUCE:
         return body, []
     bufs: list = []
     topics = []
@@ -75,7 +75,7 @@ def received_body(api_key: int, body: dict, raw) -> dict:
     """A forwarded request body as the owner's handler takes it: Produce records are
     writable memoryviews (`attach_records` of the raw buffers, or of records that came
     pickled), as they are over a client's request frame."""
-    if api_key != K.PRODUCE:
+    if api_key != api_keys.PRODUCE:
         return body
     if raw is not None:
         attach_records(body, raw)
@@ -91,7 +91,7 @@ def received_body(api_key: int, body: dict, raw) -> dict:
 
 def sanitize_response(api_key: int, body):
     """FileSlices leave the owner with fd=-1: fds are per process (the front opens by path)."""
-    if api_key != K.FETCH or not isinstance(body, dict):
+    if api_key != api_keys.FETCH or not isinstance(body, dict):
         return body
     for t in body.get("responses") or ():
         for p in t.get("partitions") or ():

@@ -68,7 +68,7 @@ import weakref
 from typing import Any, Callable, NamedTuple
 
 from mpbroker.metadata.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 from workers.answers import later, settle
 from workers.groups.partitioner import coordinator_partition
 from workers.mesh import PeerLink
@@ -91,16 +91,16 @@ class PartSpec(NamedTuple):
 
 
 PART_SPECS = {
-    K.PRODUCE: PartSpec("topic_data", "name", "partition_data", "index",
+    api_keys.PRODUCE: PartSpec("topic_data", "name", "partition_data", "index",
                         "responses", "name", "partition_responses", "index"),
-    K.LIST_OFFSETS: PartSpec("topics", "name", "partitions", "partition_index",
+    api_keys.LIST_OFFSETS: PartSpec("topics", "name", "partitions", "partition_index",
                              "topics", "name", "partitions", "partition_index"),
-    K.DELETE_RECORDS: PartSpec("topics", "name", "partitions", "partition_index",
+    api_keys.DELETE_RECORDS: PartSpec("topics", "name", "partitions", "partition_index",
                                "topics", "name", "partitions", "partition_index"),
-    K.OFFSET_FOR_LEADER_EPOCH: PartSpec("topics", "topic", "partitions", "partition",
+    api_keys.OFFSET_FOR_LEADER_EPOCH: PartSpec("topics", "topic", "partitions", "partition",
                                         "topics", "topic", "partitions", "partition"),
     # request partitions are plain indexes (req_index None)
-    K.DESCRIBE_PRODUCERS: PartSpec("topics", "name", "partition_indexes", None,
+    api_keys.DESCRIBE_PRODUCERS: PartSpec("topics", "name", "partition_indexes", None,
                                    "topics", "name", "partitions", "partition_index"),
 }
 
@@ -160,19 +160,19 @@ class GroupSpec(NamedTuple):
 # and merged in request order (OffsetFetch v8+, AddPartitionsToTxn v4+); the others
 # name one (`group_id`, `transactional_id`) and go whole to its coordinator.
 GROUP_MULTI = {
-    K.DESCRIBE_GROUPS: GroupSpec("groups", "groups", False),
-    K.DELETE_GROUPS: GroupSpec("groups_names", "results", False),
-    K.CONSUMER_GROUP_DESCRIBE: GroupSpec("group_ids", "groups", False),
-    K.OFFSET_FETCH: GroupSpec("groups", "groups", True, min_version=8),
+    api_keys.DESCRIBE_GROUPS: GroupSpec("groups", "groups", False),
+    api_keys.DELETE_GROUPS: GroupSpec("groups_names", "results", False),
+    api_keys.CONSUMER_GROUP_DESCRIBE: GroupSpec("group_ids", "groups", False),
+    api_keys.OFFSET_FETCH: GroupSpec("groups", "groups", True, min_version=8),
 }
 TXN_MULTI = {
-    K.ADD_PARTITIONS_TO_TXN: GroupSpec("transactions", "results_by_transaction", True,
+    api_keys.ADD_PARTITIONS_TO_TXN: GroupSpec("transactions", "results_by_transaction", True,
                                        "transactional_id", min_version=4),
-    K.DESCRIBE_TRANSACTIONS: GroupSpec("transactional_ids", "transaction_states", False,
+    api_keys.DESCRIBE_TRANSACTIONS: GroupSpec("transactional_ids", "transaction_states", False,
                                        "transactional_id"),
 }
 # The one transactional id of a request that names one, where it is not `transactional_id`
-TXN_ID_FIELD = {K.ADD_PARTITIONS_TO_TXN: "v3_and_below_transactional_id"}
+TXN_ID_FIELD = {api_keys.ADD_PARTITIONS_TO_TXN: "v3_and_below_transactional_id"}
 
 
 def _gid(item, spec: GroupSpec) -> str:
@@ -525,7 +525,7 @@ class Router:
         parts = split_partitions(req, spec, self.owner)
         if not parts or set(parts) == {self.me}:
             return handle(self.broker, ctx, req)
-        oneway = ctx.api_key == K.PRODUCE and req.get("acks") == 0
+        oneway = ctx.api_key == api_keys.PRODUCE and req.get("acks") == 0
         results = self._spread(ctx, handle, parts, oneway)
         if oneway:
             return None
