@@ -2,7 +2,6 @@
 the next larger epoch, or the log end offset for the current one), from the leader-epoch
 cache. Consumers use it to detect truncation after a leader change (KIP-320), followers
 to truncate after failover."""
-from mpbroker.protocol.errors import ErrorCode
 
 
 def handle(broker, ctx, req):
