@@ -53,7 +53,7 @@ from storage.errors import DISK_FULL_ERRNOS, KafkaStorageError
 from storage.checkpoint import fsync_dir
 from storage.log import Log, LogConfig
 
-from workers import housekeeping, log_dirs
+from workers import housekeeping, log_dirs, metrics
 from workers.fetch_session import FetchSessionCache
 from workers.group_service import GroupService
 from workers.handlers.alter_replica_log_dirs import complete_future
@@ -236,34 +236,7 @@ class Worker:
     def stats(self) -> dict:
         """What `mpbroker placement show` reports of this worker (counters; the caller
         takes two samples and divides)."""
-        parts = {}
-        bin_, bout = self.retired_bytes
-        for (t, i), p in self.partitions.items():
-            parts[f"{t}-{i}"] = {"topic": t, "partition": i, "bytes_in": p.bytes_in,
-                                 "bytes_out": p.bytes_out, "messages_in": p.messages_in,
-                                 "size": p.log.size_bytes}
-            bin_ += p.bytes_in
-            bout += p.bytes_out
-        times = os.times()
-        try:
-            core = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            core = []
-        r = self.router
-        return {"worker": self.worker_id, "pid": os.getpid(), "cores": core,
-                "placement_revision": self.placement.revision,
-                "partitions": parts, "bytes_in": bin_, "bytes_out": bout,
-                "requests": self.requests_total, "requests_served": self.requests_served,
-                "forwarded": r.forwarded if r else 0,
-                "cpu_s": times.user + times.system, "time": time.monotonic(),
-                "purgatory": {"produce": len(self.produce_purgatory),
-                              "fetch": len(self.fetch_purgatory),
-                              "delete_records": len(self.delete_records_purgatory)},
-                "fetch_sessions": len(self.fetch_sessions),
-                "connections": [{"client_id": getattr(c, "client_id", None),
-                                 "peer": c.client_host, "bytes_in": c.bytes_in,
-                                 "bytes_out": c.bytes_out}
-                                for c in list(self.clients) if not c.closed]}
+        return metrics.placement_stats(self)
 
     def apply_metadata(self, md: ClusterMetadata) -> None:
         if self.metadata is not None and md.epoch <= self.metadata.epoch:
