@@ -3,8 +3,8 @@
 Per partition: validate and append the batch to the owner's log (offsets assigned in
 place, CRC checked, idempotent producer state checked), then answer according to acks:
 0 no response at all, 1 once the leader appended, -1 once the high watermark covers the
-batch (a DelayedProduce in the produce purgatory, expired after `timeout_ms` with
-REQUEST_TIMED_OUT). Errors are per partition; the request never fails as a whole except
+batch (a DelayedProduce, workers/delayed.py, in the produce purgatory, expired after
+`timeout_ms` with REQUEST_TIMED_OUT). Errors are per partition; the request never fails as a whole except
 for bad acks (INVALID_REQUIRED_ACKS on every partition).
 
 Record formats (storage/convert.py): v0-v2 may carry magic 0/1 message sets, converted
