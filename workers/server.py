@@ -46,18 +46,6 @@ SLOT_POLL_S = 0.05          # at max.connections: how often to look for a freed 
 IDLE_CHECK_DIVISOR = 4
 
 
-def parse_listener(listener: str) -> tuple[str, str, int]:
-    """'PLAINTEXT://127.0.0.1:9092' -> ('PLAINTEXT', '127.0.0.1', 9092)."""
-    name, _, rest = listener.partition("://")
-    if not rest:
-        raise ValueError(f"Invalid listener {listener!r}: expected NAME://host:port")
-    host, _, port = rest.rpartition(":")
-    host = host.strip("[]")
-    if not port.isdigit():
-        raise ValueError(f"Invalid listener {listener!r}: bad port")
-    return name, host or "0.0.0.0", int(port)
-
-
 def bind_listener(host: str, port: int, reuse_port: bool = True) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
