@@ -56,8 +56,8 @@ class Dispatcher:
             broker.clients.add(conn)
         router = broker.router
         if router is not None and router.active:
-            # partition/coordinator-scoped APIs are split by owner (workers/router.py);
-            # each part is guarded, and so is the routing itself
+            # the router places the request by its scope (workers/router.py); each
+            # part is guarded, and so is the routing itself
             part = guarded(entry.handle)
             result = run_guarded(lambda b, c, r: router.route(c, r, part, entry.scope),
                                  broker, ctx, request)
