@@ -4,7 +4,7 @@ partitions takes to apply, and how long the worker's event loop stalls meanwhile
     .venv/bin/python -m loadtest.bench_log_open [--sizes 1000,3000] [--rounds 3] [--fsyncs]
 
 In this process, on a temporary directory (use TMPDIR to pick the disk): a worker's
-`Broker` (workers/broker.py) with the metadata of one topic of N single-replica
+`Broker` (workers/worker.py) with the metadata of one topic of N single-replica
 partitions led by this broker is given the push (`apply_metadata`) on a running loop,
 as the worker's controller channel does; a ticker task (what the heartbeat task and
 the requests on the loop would wait on) records the longest gap between its turns.
@@ -38,7 +38,7 @@ import traceback
 
 from mpbroker import config as configmod
 from mpbroker.metadata import model
-from workers.broker import Broker
+from workers.worker import Worker
 
 from loadtest.loop_stall import LoopStall
 
@@ -86,7 +86,7 @@ def one_round(n: int) -> tuple[float, float, int]:
         text = f"broker.id={ME}\nlog.dirs={tmp}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
         cfg = configmod.BrokerConfig.from_text(text, [])
         empty = metadata({}, 1)
-        b = Broker(cfg, Holder(empty))
+        b = Worker(cfg, Holder(empty))
 
         async def main():
             b.start(asyncio.get_running_loop())

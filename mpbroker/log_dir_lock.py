@@ -15,7 +15,7 @@ Errors are `LogDirError` with one line for the operator; `mpbroker serve` exits 
 With several log dirs, one that cannot be used (not a writable directory, an I/O error
 on its lock file: a failed disk) is left out as Kafka's LogManager puts it offline: the
 broker starts on the others (its workers find that dir failed and answer
-KAFKA_STORAGE_ERROR for its partitions, workers/broker.py); only a dir locked by another
+KAFKA_STORAGE_ERROR for its partitions, workers/worker.py); only a dir locked by another
 broker, or no usable dir at all, stops the start.
 """
 from __future__ import annotations

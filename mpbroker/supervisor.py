@@ -81,7 +81,7 @@ from mpbroker.config_reload import apply_log_level, merge_reload
 from mpbroker.controller_main import CONTROLLER_BOOT_ERROR, ControllerChannels, run_controller
 from mpbroker.heartbeats import CS_DONE, READY, HeartbeatTable
 from mpbroker.ipc import Channel
-from workers.broker import LOG_DIR_FAILURE_EXIT
+from workers.worker import LOG_DIR_FAILURE_EXIT
 from workers.connection_quotas import ConnectionTable
 from workers.handlers.alter_replica_log_dirs import recover_moves
 from workers.main import LISTEN_BACKLOG, WorkerChannels, run_worker
@@ -509,7 +509,7 @@ class Supervisor:
         if self.stopping:
             return
         if code == LOG_DIR_FAILURE_EXIT:
-            # no log dir left (workers/broker.py fail_log_dir): Kafka halts the broker
+            # no log dir left (workers/worker.py fail_log_dir): Kafka halts the broker
             raise SupervisorError(1, f"worker {child.worker_id} (pid {child.pid}): its log "
                                      f"dir failed (see above); stopping")
         now = time.monotonic()

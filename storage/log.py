@@ -68,7 +68,7 @@ A brand-new log (`Log.open` made its directory) is created as Kafka creates one:
 directory and its files (empty segment, indexes, `partition.metadata`) are made without
 an fsync per file and without the checkpoint files (nothing to checkpoint: written by
 the first `checkpoint()`); the parent directory is fsynced (`sync_parent`, or by the
-caller once per batch of new logs, workers/broker.py).  A crash before anything was
+caller once per batch of new logs, workers/worker.py).  A crash before anything was
 appended may lose such a log, or some of its files: it held nothing, nothing was
 acknowledged from it, and the next open makes it again (empty, with the topic id it is
 given) - Kafka's behaviour.  Its first `flush()` fsyncs `partition.metadata` and the

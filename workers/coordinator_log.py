@@ -46,7 +46,7 @@ from typing import Awaitable, Callable, TypeVar
 from mpbroker.protocol.errors import ErrorCode
 from storage import errors as serr
 from storage.batch import iter_batches
-from workers.handlers.produce import DelayedProduce
+from workers.delayed import DelayedProduce
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,12 @@
 """Decode a request frame, run its handler, encode the response.
 
-The registry of handlers and their version ranges is `workers.handlers.HANDLERS`.
-A handler is `handle(broker, ctx, request_dict)` and returns the response body dict, an
-awaitable of one (delayed operations: long-polling Fetch, acks=-1 Produce, JoinGroup),
-or None when no response is owed (Produce with acks=0).
+The registry of handlers, their version ranges and scopes is
+`workers.handlers.HANDLERS`. A handler is `handle(broker, ctx, request_dict)` and
+answers now or later (workers/answers.py): the response body dict, None when no
+response is owed (Produce with acks=0), or an awaitable of either (delayed operations:
+long-polling Fetch, acks=-1 Produce, JoinGroup). With several workers the request goes
+through the router (workers/router.py) with its scope; the parts other workers forward
+here run through `run_part`.
 
 What closes the connection (as Kafka does): an API key we do not serve, a version outside
 the advertised range (except ApiVersions, which gets the KIP-511 v0 answer), a body that
@@ -16,10 +19,10 @@ owner answers the error for its partitions only.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 
 from mpbroker.protocol import api_keys, codec, framing
+from workers.answers import later
 from workers.handler_errors import answer_failure, guarded, run_guarded
 from workers.handlers import HANDLERS
 
@@ -53,17 +56,23 @@ class Dispatcher:
             broker.clients.add(conn)
         router = broker.router
         if router is not None and router.active:
-            # partition/coordinator-scoped APIs are split by owner (workers/router.py);
-            # each part is guarded, and so is the routing itself
+            # the router places the request by its scope (workers/router.py); each
+            # part is guarded, and so is the routing itself
             part = guarded(entry.handle)
-            result = run_guarded(lambda b, c, r: router.route(c, r, part), broker, ctx, request)
+            result = run_guarded(lambda b, c, r: router.route(c, r, part, entry.scope),
+                                 broker, ctx, request)
         else:
             result = run_guarded(entry.handle, broker, ctx, request)
         if result is None:
             return None
-        if inspect.isawaitable(result):
+        if later(result):
             return asyncio.ensure_future(self._finish(ctx, request, result))
         return self._encode(ctx, request, result)
+
+    def run_part(self, ctx, body: dict):
+        """A part another worker forwarded (workers/router.py, owner side): its
+        handler's answer, now or later, failures answered as the API's error response."""
+        return run_guarded(HANDLERS[ctx.api_key].handle, self.broker, ctx, body)
 
     async def _finish(self, ctx, request, awaitable):
         try:

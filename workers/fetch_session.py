@@ -52,7 +52,7 @@ session and is answered as a full fetch without a session (session id 0), as an
 incremental fetch that empties its session is; the client starts a new one.
 
 The cache is per worker (the front of the connection keeps the session). Clocks are
-monotonic milliseconds (workers/broker.py `timer_clock`).
+monotonic milliseconds (workers/worker.py `timer_clock`).
 """
 from __future__ import annotations
 

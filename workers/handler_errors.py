@@ -25,13 +25,13 @@ connection closed (acks=0 Produce, Kafka's only way to tell such a producer).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 from mpbroker.protocol import errors
 from mpbroker.protocol.error_response import error_response
 from mpbroker.protocol.errors import ErrorCode
+from workers.answers import later
 
 log = logging.getLogger("workers.handlers")
 
@@ -40,10 +40,11 @@ _KNOWN_CODES = frozenset(int(c) for c in ErrorCode) - {0}
 # APIs answered by a group or transaction coordinator (their writes go to
 # __consumer_offsets / __transaction_state).
 COORDINATOR_APIS = frozenset({
-    K.JOIN_GROUP, K.SYNC_GROUP, K.HEARTBEAT, K.LEAVE_GROUP, K.OFFSET_COMMIT,
-    K.OFFSET_FETCH, K.DESCRIBE_GROUPS, K.DELETE_GROUPS, K.OFFSET_DELETE,
-    K.CONSUMER_GROUP_HEARTBEAT, K.CONSUMER_GROUP_DESCRIBE, K.TXN_OFFSET_COMMIT,
-    K.INIT_PRODUCER_ID, K.ADD_PARTITIONS_TO_TXN, K.ADD_OFFSETS_TO_TXN, K.END_TXN})
+    api_keys.JOIN_GROUP, api_keys.SYNC_GROUP, api_keys.HEARTBEAT, api_keys.LEAVE_GROUP,
+    api_keys.OFFSET_COMMIT, api_keys.OFFSET_FETCH, api_keys.DESCRIBE_GROUPS,
+    api_keys.DELETE_GROUPS, api_keys.OFFSET_DELETE, api_keys.CONSUMER_GROUP_HEARTBEAT,
+    api_keys.CONSUMER_GROUP_DESCRIBE, api_keys.TXN_OFFSET_COMMIT, api_keys.INIT_PRODUCER_ID,
+    api_keys.ADD_PARTITIONS_TO_TXN, api_keys.ADD_OFFSETS_TO_TXN, api_keys.END_TXN})
 
 LOGGED_ELSEWHERE = "mpbroker_logged_elsewhere"
 
@@ -57,7 +58,7 @@ def failure_code(exc: BaseException, api_key: int) -> int:
             code = ErrorCode.KAFKA_STORAGE_ERROR
         else:
             code = ErrorCode.UNKNOWN_SERVER_ERROR
-    if api_key == K.FIND_COORDINATOR and code in (
+    if api_key == api_keys.FIND_COORDINATOR and code in (
             ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR,
             ErrorCode.REQUEST_TIMED_OUT):
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -88,7 +89,7 @@ def answer_failure(ctx, request: dict | None, exc: BaseException) -> dict:
     origin = f" (forwarded by worker {where})" if where is not None else ""
     level = logging.INFO if getattr(exc, LOGGED_ELSEWHERE, False) else logging.WARNING
     log.log(level, "%s v%d from client %r at %s%s failed: %s: %s; answered %s",
-            K.NAMES.get(api_key, api_key), version, ctx.client_id, ctx.client_host, origin,
+            api_keys.NAMES.get(api_key, api_key), version, ctx.client_id, ctx.client_host, origin,
             type(exc).__name__, exc, errors.name(code),
             exc_info=None if _expected(exc) or level == logging.INFO else exc)
     return error_response(api_key, version, request, code, failure_message(exc, code))
@@ -104,13 +105,13 @@ def run_guarded(handle, broker, ctx, request: dict):
     except ConnectionAbortedError:
         raise
     except Exception as e:
-        if ctx.api_key == K.PRODUCE and request.get("acks") == 0:
+        if ctx.api_key == api_keys.PRODUCE and request.get("acks") == 0:
             log.warning("acks=0 Produce from client %r at %s failed: %s: %s; closing the "
                         "connection", ctx.client_id, ctx.client_host, type(e).__name__, e,
                         exc_info=None if _expected(e) else e)
             raise ConnectionAbortedError(f"acks=0 produce failed: {e}") from e
         return answer_failure(ctx, request, e)
-    if inspect.isawaitable(result):
+    if later(result):
         return _guard_awaitable(result, ctx, request)
     return result
 

@@ -6,7 +6,7 @@ loop timer is re-armed for the next expiration. ``Timer.add`` notifies us
 (``timer.on_add``) so an earlier expiration re-arms the loop timer at once;
 tasks added through any path (a Purgatory holding the bare Timer) are covered.
 
-The Timer's clock (monotonic ms, workers/broker.py) and the loop's clock (monotonic
+The Timer's clock (monotonic ms, workers/worker.py) and the loop's clock (monotonic
 seconds, possibly another origin) differ;
 the delay ``expiration - timer.clock()`` is converted onto the loop's clock at
 arming time. If the loop timer fires a little early (loop clock resolution),

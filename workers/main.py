@@ -1,11 +1,11 @@
 """A worker process's main (ARCHITECTURE §1): forked by the supervisor
 (mpbroker/supervisor.py), it serves its share of the partitions: `workers.server.run` on
-its Broker, with `broker.controller` the RPC client of the controller process
+its Worker, with `broker.controller` the RPC client of the controller process
 (mpbroker/controller_rpc.py) and `broker.router` wired to the mesh of the other workers.
 
 Boot, before the event loop runs (a stop then exits 0 at once): "hello" to the
 controller (broker id, metadata, config), the placement table (before any log is
-opened), the Broker (opens its logs), the mesh, and `listen()` on the client socket the
+opened), the Worker (opens its logs), the mesh, and `listen()` on the client socket the
 supervisor bound (which puts this worker in the SO_REUSEPORT group). A failure there
 exits WORKER_BOOT_ERROR, which the supervisor counts as a boot failure. Once it serves
 it marks its heartbeat slot READY and beats from a task on its loop.
@@ -31,7 +31,7 @@ from mpbroker.controller_rpc import ControllerClient
 from mpbroker.heartbeats import HeartbeatTable, heartbeat_loop
 from mpbroker.ipc import Channel
 from workers import server
-from workers.broker import Broker
+from workers.worker import Worker
 from workers.metrics import snapshot
 from workers.router import Router
 
@@ -83,7 +83,7 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
         if client.placement is not None and (table is None or
                                              client.placement.revision > table.revision):
             table = client.placement
-        broker = Broker(cfg, client, worker_id=worker_id)
+        broker = Worker(cfg, client, worker_id=worker_id)
         if table is not None:
             broker.placement = table
         # the mesh: one PeerLink per other worker; a respawned peer's new socket replaces it

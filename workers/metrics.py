@@ -19,6 +19,8 @@ Owner: the worker process (its event loop; nothing here is thread-safe). Contrac
   `mpbroker/metrics_server.py` merges the workers' snapshots and renders them. Counters
   only grow within one worker process: the bytes and messages of a partition this
   worker stops hosting are kept per topic (`retired`), as last seen by a snapshot.
+* `placement_stats(worker)` -> the counters `mpbroker placement show` samples
+  (`Worker.stats`, asked for over the controller channel).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ import os
 import time
 from bisect import bisect_left
 
-from mpbroker.protocol import api_keys
+from mpbroker.protocol import api_keys, codec
 from storage.slices import FileSlice
 
 log = logging.getLogger(__name__)
@@ -187,7 +189,6 @@ class MeteredDispatcher:
 
 def log_request(ctx, frame, pos: int, chunks, total_ms: float, queue_ms) -> None:
     """One line per request, Kafka's "Completed request" of RequestChannel, shorter."""
-    from mpbroker.protocol import codec
     try:
         parts = request_partitions(codec.decode_request(ctx.api_key, ctx.api_version,
                                                         frame, pos))
@@ -311,3 +312,36 @@ def _snapshot(broker) -> dict:
                       "DeleteRecords": len(broker.delete_records_purgatory)},
         "committed": committed,
     }
+
+
+def placement_stats(worker) -> dict:
+    """What `mpbroker placement show` reports of a worker (`Worker.stats`: counters;
+    the caller takes two samples and divides)."""
+    parts = {}
+    bin_, bout = worker.retired_bytes
+    for (t, i), p in worker.partitions.items():
+        parts[f"{t}-{i}"] = {"topic": t, "partition": i, "bytes_in": p.bytes_in,
+                             "bytes_out": p.bytes_out, "messages_in": p.messages_in,
+                             "size": p.log.size_bytes}
+        bin_ += p.bytes_in
+        bout += p.bytes_out
+    times = os.times()
+    try:
+        core = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        core = []
+    r = worker.router
+    return {"worker": worker.worker_id, "pid": os.getpid(), "cores": core,
+            "placement_revision": worker.placement.revision,
+            "partitions": parts, "bytes_in": bin_, "bytes_out": bout,
+            "requests": worker.requests_total, "requests_served": worker.requests_served,
+            "forwarded": r.forwarded if r else 0,
+            "cpu_s": times.user + times.system, "time": time.monotonic(),
+            "purgatory": {"produce": len(worker.produce_purgatory),
+                          "fetch": len(worker.fetch_purgatory),
+                          "delete_records": len(worker.delete_records_purgatory)},
+            "fetch_sessions": len(worker.fetch_sessions),
+            "connections": [{"client_id": getattr(c, "client_id", None),
+                             "peer": c.client_host, "bytes_in": c.bytes_in,
+                             "bytes_out": c.bytes_out}
+                            for c in list(worker.clients) if not c.closed]}

@@ -84,7 +84,7 @@ class Partition:
         self.on_isr_change = None   # callable(partition, new_isr): sends alter_partition
         self.on_hw_change = None    # callable(partition): wakes the purgatories
         # callable(partition, KafkaStorageError): the worker logs a full disk once and
-        # treats any other storage error as a log-dir failure (workers/broker.py)
+        # treats any other storage error as a log-dir failure (workers/worker.py)
         self.on_storage_error = None
         self.disk_full = False      # the last append failed for want of space
         self.bytes_committed = 0    # bytes_appended as of the last high watermark move
@@ -205,6 +205,17 @@ class Partition:
             self._storage_error(e)
             raise
 
+    def leader_epoch_error(self, current_leader_epoch: int) -> int:
+        """The fencing check of a request naming the leader epoch it knows (Kafka's
+        Partition.checkCurrentLeaderEpoch): -1 (not given) and ours pass (NONE); an
+        older one is FENCED_LEADER_EPOCH, a newer one (we have not heard of it yet)
+        UNKNOWN_LEADER_EPOCH."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
     def epoch_for_offset(self, offset: int) -> int:
         return self.log.epoch_cache.epoch_for_offset(offset)
 
@@ -227,7 +238,7 @@ class Partition:
 
     # ------------------------------------------------------------ replication
     # Kafka's Partition.scala, leader and follower side. Called on the owner worker
-    # only: by Broker._reconcile (make_leader / make_follower / update_isr_state), the
+    # only: by Worker._reconcile (make_leader / make_follower / update_isr_state), the
     # Fetch handler (follower_fetch, for a Fetch with replica_id >= 0), the replica
     # fetcher (append_as_follower, update_follower_high_watermark, workers/replication.py)
     # and the housekeeping loop (isr_to_shrink).

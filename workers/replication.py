@@ -4,7 +4,7 @@ side). Kafka's ReplicaManager / ReplicaFetcherThread / AbstractFetcherThread, se
 controller).
 
 Ownership: each worker process has one `ReplicaManager` (`broker.replication`), built
-by `Broker.start`; it replicates exactly the follower partitions this worker owns by
+by `Worker.start`; it replicates exactly the follower partitions this worker owns by
 placement (`broker.followers`). Partition state lives in `workers/partition.py`; this
 module only does the I/O around it. Nothing here runs in the embedded single-broker
 default (every partition has one replica, no follower, no ISR change).
@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 from mpbroker.protocol.errors import ErrorCode
 from storage import errors as serr
 
@@ -236,7 +236,8 @@ class ReplicaFetcher:
             topics.setdefault(p.topic, []).append(
                 {"partition": p.index, "current_leader_epoch": p.leader_epoch,
                  "leader_epoch": epoch})
-        resp = await conn.request(K.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
+        resp = await conn.request(api_keys.OFFSET_FOR_LEADER_EPOCH,
+                                  OFFSET_FOR_LEADER_EPOCH_VERSION, {
             "replica_id": m.broker_id,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
         answers = {(t["topic"], r["partition"]): r for t in resp["topics"]
@@ -272,7 +273,7 @@ class ReplicaFetcher:
                 "last_fetched_epoch": p.log.epoch_cache.latest_epoch,
                 "log_start_offset": p.log.log_start_offset,
                 "partition_max_bytes": m.fetch_max_bytes})
-        resp = await conn.request(K.FETCH, FETCH_VERSION, {
+        resp = await conn.request(api_keys.FETCH, FETCH_VERSION, {
             "replica_id": m.broker_id, "max_wait_ms": m.fetch_wait_max_ms,
             "min_bytes": m.fetch_min_bytes, "max_bytes": m.fetch_response_max_bytes,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
@@ -330,7 +331,7 @@ class ReplicaFetcher:
         p = s.partition
 
         async def offset(ts: int) -> int:
-            resp = await conn.request(K.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+            resp = await conn.request(api_keys.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
                 "replica_id": m.broker_id, "isolation_level": 0, "topics": [
                     {"name": p.topic, "partitions": [{
                         "partition_index": p.index, "current_leader_epoch": p.leader_epoch,

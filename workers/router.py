@@ -1,50 +1,28 @@
 """Cross-worker routing: the SO_REUSEPORT front splits requests by owner (ARCHITECTURE §2).
 
-A connection lands on an arbitrary worker, its *front*. For the APIs in `ROUTES` the
-dispatcher hands the decoded request to `Router.route` instead of the handler:
+A connection lands on an arbitrary worker, its *front*. When the broker has several
+workers the dispatcher hands each decoded request to `Router.route` with its handler
+and the `scope` the registry gives it (workers/scope.py, workers/handlers/__init__.py);
+the router decides nothing else about where a request goes:
 
-* partition-scoped (Produce, ListOffsets, DeleteRecords, OffsetForLeaderEpoch,
-  DescribeProducers,
-  WriteTxnMarkers: `split_markers`/`merge_markers`, per marker per partition): the
-  request dict is split by owner (`split_partitions`, the placement map's owner of each
-  (topic, partition)); the local part runs through the normal handler at once, each
-  remote part goes as ONE message to its owner over the mesh, which runs its normal
-  handler on it; the parts are merged back in request order (`merge_partitions`: the
-  topics and partitions in the order the client sent them, errors per partition).
-* Fetch: the front keeps the incremental fetch session (KIP-227) and resolves which
-  partitions the request reads; it reads its own partitions itself and forwards the
-  others as *sessionless* Fetch requests (session_epoch -1) with a share of `max_bytes`.
-  Owners answer FileSlices with fd=-1 (segment path, position, length, and the st_dev/
-  st_ino of the file read): the front's connection opens the file by path and sendfiles
-  it, so record bytes are never copied between processes (produce payloads are, once,
-  to the owner). The front pins each slice to a handle of that very file as the answer
-  arrives (`Connection.pin`): a path that names another file by now (the topic deleted
-  and created again, a compacted segment swapped in) never has its bytes sent for the
-  slice; the partition is answered NOT_LEADER_OR_FOLLOWER instead and the client
-  fetches again.
-  Long polling: the parts are forwarded with the request's max_wait_ms/min_bytes, each
-  owner parks its part in its own fetch purgatory (woken by its appends); when the
-  first part answers with data or an error (or the local part completes), the front
-  tells the other owners `{"op": "complete", "id"}`, which force-complete their parked
-  part, and answers once all parts are in. This is how "the owners notify the front"
-  of ARCHITECTURE §2 is realised: the owner's answer IS the notification, and the
-  timeout runs on each owner's timing wheel rather than on the front's (deviation: it
-  saves a second message per wake-up and a watch registry on the owners).
-* coordinator-scoped group APIs: forwarded whole to the worker that owns partition
-  `coordinator_partition(group_id)` of `__consumer_offsets`; requests naming several
-  groups (DescribeGroups, DeleteGroups, ConsumerGroupDescribe, OffsetFetch v8+) are
-  split per coordinator and merged in request order; ListGroups fans out to every worker.
-* DescribeLogDirs fans out to every worker (each reports the partitions it owns),
-  merged per log dir.
-* transaction coordinator APIs (InitProducerId with a transactional id,
-  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn): forwarded whole to the worker owning
-  partition `coordinator_partition(transactional_id)` of `__transaction_state`;
-  AddPartitionsToTxn v4+ and DescribeTransactions are split per coordinator and merged,
-  ListTransactions fans out to every worker; TxnOffsetCommit goes to the group's
-  coordinator like OffsetCommit.
-* everything else (Metadata, ApiVersions, admin APIs, FindCoordinator, InitProducerId
-  without a transactional id) runs on the front: metadata comes from the controller's
-  pushes.
+* partition: the request dict is split by owner (`split_partitions`, the placement
+  map's owner of each (topic, partition); WriteTxnMarkers per marker per partition,
+  `split_markers`); the local part runs through the handler at once, each remote part
+  goes as ONE message to its owner over the mesh, which runs its handler on it; the
+  parts are merged back in request order (`merge_partitions`: topics and partitions in
+  the order the client sent them, errors per partition). Fetch splits itself (its
+  session and long poll: workers/handlers/fetch/fanout.py) over this module's
+  `forward`, `send_complete`, `fetch_subrequest` and `fetch_has_news`. Record bytes
+  are never copied between processes for Fetch, and once for Produce (what crosses
+  the mesh besides the pickle: workers/payloads.py).
+* group / txn: forwarded whole to the worker that owns partition
+  `coordinator_partition(id)` of `__consumer_offsets` (groups; TxnOffsetCommit too) or
+  `__transaction_state` (transactional ids; InitProducerId without one runs on the
+  front); requests naming several (`GROUP_MULTI`, `TXN_MULTI`) are split per
+  coordinator and merged in request order.
+* cluster: to every worker (ListGroups, ListTransactions, DescribeLogDirs,
+  AlterReplicaLogDirs: each answers for what it owns), merged by the scope's `merge`.
+* local: runs on the front.
 
 Mesh messages (`workers/mesh.py` framing):
 
@@ -56,36 +34,48 @@ Mesh messages (`workers/mesh.py` framing):
     owner -> front  {"op": "resp", "id", "body"} | {"op": "resp", "id", "error": str}
     front -> owner  {"op": "complete", "id"}           (Fetch long poll: answer now)
 
+Long polling (Fetch): each owner parks its part in its own fetch purgatory; the first
+part to answer with data or an error makes the front send `complete` to the others,
+which force-complete their parked part (`keys` names the partitions to look it up by).
+The owner's answer IS the notification of ARCHITECTURE §2, and the timeout runs on
+each owner's timing wheel rather than on the front's (deviation: it saves a second
+message per wake-up and a watch registry on the owners).
+
 Failure: a handler that raises on the owner answers its part's error response (the
 API's error code on that part's partitions, `workers/handler_errors.py`, logged once by
-the owner), which the front merges like any answer. A part whose owner is unreachable (dead peer, channel closed, or a partition
-in transit during a move) is answered by running the *local* handler on it: this worker
-does not own those partitions/coordinators, so the handler answers per partition
-NOT_LEADER_OR_FOLLOWER (or NOT_COORDINATOR for groups), both retriable; clients refresh
-metadata and retry, and a respawned worker is reachable again through the new socket
-pair the supervisor hands over (`replace_peer`).
+the owner), which the front merges like any answer. A part whose owner is unreachable
+(dead peer, channel closed, or a partition in transit during a move) is answered by
+running the *local* handler on it: this worker does not own those partitions/
+coordinators, so the handler answers per partition NOT_LEADER_OR_FOLLOWER (or
+NOT_COORDINATOR for groups), both retriable; clients refresh metadata and retry, and a
+respawned worker is reachable again through the new socket pair the supervisor hands
+over (`add_peer`).
 
 Produce with acks=0 forwards with "oneway": the owner answers only if the append
-failed, and then the front closes the client's connection (Kafka's only way to tell an
+failed, and then the front aborts the client's connection (Kafka's only way to tell an
 acks=0 producer), as the local handler does by raising.
 
-The split/merge functions at the top are pure (unit-tested in tests/workers).
+The split/merge functions at the top are pure (unit-tested in tests/workers); the
+`Router` below them is the forwarding runtime. Forwarded parts run on the owner
+through `run_part` (the dispatcher's registry lookup, wired by workers/server.py).
 """
 from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import logging
 import weakref
 from typing import Any, Callable, NamedTuple
 
-from mpbroker.protocol import api_keys as K
-from mpbroker.protocol.errors import ErrorCode
+from mpbroker.metadata.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from mpbroker.protocol import api_keys
+from workers.answers import later, settle
+from workers.groups.partitioner import coordinator_partition
+from workers.mesh import PeerLink
+from workers.payloads import detach_records, received_body, sanitize_response
+from workers.scope import PARTITION, Scope
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # ============================================================================ pure split / merge
@@ -101,16 +91,16 @@ class PartSpec(NamedTuple):
 
 
 PART_SPECS = {
-    K.PRODUCE: PartSpec("topic_data", "name", "partition_data", "index",
+    api_keys.PRODUCE: PartSpec("topic_data", "name", "partition_data", "index",
                         "responses", "name", "partition_responses", "index"),
-    K.LIST_OFFSETS: PartSpec("topics", "name", "partitions", "partition_index",
+    api_keys.LIST_OFFSETS: PartSpec("topics", "name", "partitions", "partition_index",
                              "topics", "name", "partitions", "partition_index"),
-    K.DELETE_RECORDS: PartSpec("topics", "name", "partitions", "partition_index",
+    api_keys.DELETE_RECORDS: PartSpec("topics", "name", "partitions", "partition_index",
                                "topics", "name", "partitions", "partition_index"),
-    K.OFFSET_FOR_LEADER_EPOCH: PartSpec("topics", "topic", "partitions", "partition",
+    api_keys.OFFSET_FOR_LEADER_EPOCH: PartSpec("topics", "topic", "partitions", "partition",
                                         "topics", "topic", "partitions", "partition"),
     # request partitions are plain indexes (req_index None)
-    K.DESCRIBE_PRODUCERS: PartSpec("topics", "name", "partition_indexes", None,
+    api_keys.DESCRIBE_PRODUCERS: PartSpec("topics", "name", "partition_indexes", None,
                                    "topics", "name", "partitions", "partition_index"),
 }
 
@@ -163,30 +153,26 @@ class GroupSpec(NamedTuple):
     resp_field: str           # the list of per-group answers in the response
     dict_items: bool          # request items are dicts with `key` (else plain names)
     key: str = "group_id"     # the id field of items (transactions: "transactional_id")
+    min_version: int = 0      # the first version that names several (older: one)
 
 
+# Coordinator APIs that name several groups / transactional ids: split per coordinator
+# and merged in request order (OffsetFetch v8+, AddPartitionsToTxn v4+); the others
+# name one (`group_id`, `transactional_id`) and go whole to its coordinator.
 GROUP_MULTI = {
-    K.DESCRIBE_GROUPS: GroupSpec("groups", "groups", False),
-    K.DELETE_GROUPS: GroupSpec("groups_names", "results", False),
-    K.CONSUMER_GROUP_DESCRIBE: GroupSpec("group_ids", "groups", False),
-    K.OFFSET_FETCH: GroupSpec("groups", "groups", True),            # v8+
+    api_keys.DESCRIBE_GROUPS: GroupSpec("groups", "groups", False),
+    api_keys.DELETE_GROUPS: GroupSpec("groups_names", "results", False),
+    api_keys.CONSUMER_GROUP_DESCRIBE: GroupSpec("group_ids", "groups", False),
+    api_keys.OFFSET_FETCH: GroupSpec("groups", "groups", True, min_version=8),
 }
-
-GROUP_SINGLE = (K.JOIN_GROUP, K.SYNC_GROUP, K.HEARTBEAT, K.LEAVE_GROUP, K.OFFSET_COMMIT,
-                K.OFFSET_DELETE, K.CONSUMER_GROUP_HEARTBEAT, K.OFFSET_FETCH,
-                K.TXN_OFFSET_COMMIT)
-
-# Transaction coordinator APIs: to the worker owning the `__transaction_state` partition
-# of the transactional id (InitProducerId only when it names one; AddPartitionsToTxn
-# v4+ batches transactions and is split like the multi-group APIs).
-TXN_SINGLE = (K.INIT_PRODUCER_ID, K.ADD_PARTITIONS_TO_TXN, K.ADD_OFFSETS_TO_TXN, K.END_TXN)
 TXN_MULTI = {
-    K.ADD_PARTITIONS_TO_TXN: GroupSpec("transactions", "results_by_transaction", True,
-                                       "transactional_id"),
-    K.DESCRIBE_TRANSACTIONS: GroupSpec("transactional_ids", "transaction_states", False,
+    api_keys.ADD_PARTITIONS_TO_TXN: GroupSpec("transactions", "results_by_transaction", True,
+                                       "transactional_id", min_version=4),
+    api_keys.DESCRIBE_TRANSACTIONS: GroupSpec("transactional_ids", "transaction_states", False,
                                        "transactional_id"),
 }
-TXN_TOPIC = "__transaction_state"
+# The one transactional id of a request that names one, where it is not `transactional_id`
+TXN_ID_FIELD = {api_keys.ADD_PARTITIONS_TO_TXN: "v3_and_below_transactional_id"}
 
 
 def _gid(item, spec: GroupSpec) -> str:
@@ -301,91 +287,6 @@ def fetch_has_news(resp: dict) -> bool:
     return False
 
 
-def portable(api_key: int, body: dict) -> dict:
-    """A request body that survives pickling: Produce records (memoryviews over the
-    request frame) become bytearrays (the one copy to the owner)."""
-    if api_key == K.PRODUCE:
-        return {**body, "topic_data": [
-            {**t, "partition_data": [
-                {**p, "records": bytearray(p["records"])} if isinstance(p.get("records"), memoryview)
-                else p for p in t["partition_data"]]} for t in body["topic_data"]]}
-    return body
-
-
-def detach_records(api_key: int, body: dict) -> tuple[dict, list]:
-    """A Produce body for the mesh with every partition's records replaced by the index
-    of its raw buffer, and the buffers (memoryviews over the client's request frame, not
-    copied): the mesh sends them raw after the pickled body (workers/mesh.py), so the
-    one copy to the owner is the kernel's. Other APIs: (body, [])."""
-    if api_key != K.PRODUCE:
-        return body, []
-    bufs: list = []
-    topics = []
-    for t in body["topic_data"]:
-        parts = []
-        for p in t["partition_data"]:
-            recs = p.get("records")
-            if recs is not None and not isinstance(recs, int):
-                parts.append({**p, "records": len(bufs)})
-                bufs.append(recs)
-            else:
-                parts.append(p)
-        topics.append({**t, "partition_data": parts})
-    return {**body, "topic_data": topics}, bufs
-
-
-def attach_records(body: dict, raw) -> None:
-    """The owner's side of `detach_records`: buffer indexes become the (writable)
-    memoryviews the mesh received, in place. An index out of range is a bad frame."""
-    for t in body.get("topic_data") or ():
-        for p in t.get("partition_data") or ():
-            recs = p.get("records")
-            if isinstance(recs, int):
-                if not 0 <= recs < len(raw):
-                    raise ValueError(f"records buffer {recs} of {len(raw)}")
-                p["records"] = raw[recs]
-
-
-def sanitize_response(api_key: int, body):
-    """FileSlices leave the owner with fd=-1: fds are per process (the front opens by path)."""
-    if api_key != K.FETCH or not isinstance(body, dict):
-        return body
-    from storage.slices import FileSlice
-    for t in body.get("responses") or ():
-        for p in t.get("partitions") or ():
-            recs = p.get("records")
-            if isinstance(recs, list):
-                p["records"] = [c._replace(fd=-1) if isinstance(c, FileSlice) else bytes(c)
-                                for c in recs]
-            elif isinstance(recs, memoryview):
-                p["records"] = bytes(recs)
-    return body
-
-
-def pin_records(data: dict, conn) -> dict:
-    """The front's side of `sanitize_response`: an owner's partition answer with each
-    FileSlice pinned to a handle of `conn` on the file the owner read; a slice whose
-    file is gone or replaced turns the partition into NOT_LEADER_OR_FOLLOWER without
-    records (retriable: the client refreshes metadata and fetches again)."""
-    recs = data.get("records")
-    if conn is None or not isinstance(recs, list):
-        return data
-    from storage.slices import FileSlice
-    pinned = []
-    for c in recs:
-        if isinstance(c, FileSlice):
-            held = conn.pin(c)
-            if held is None:
-                log.info("fetch of %s: the segment file was deleted or replaced under the "
-                         "read; answering NOT_LEADER_OR_FOLLOWER", c.path)
-                return {**data, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "records": b"",
-                        "high_watermark": -1, "last_stable_offset": -1,
-                        "log_start_offset": -1}
-            c = held
-        pinned.append(c)
-    return {**data, "records": pinned}
-
-
 # ============================================================================ the router
 class PeerGone(Exception):
     pass
@@ -407,15 +308,14 @@ class RemoteContext:
         self.forwarded_from = peer
 
 
-async def _value(x):
-    if inspect.isawaitable(x):
-        return await x
-    return x
-
-
 class Router:
-    def __init__(self, broker):
+    """`run_part(ctx, body)`: a forwarded part's answer (now or later, workers/answers.py)
+    through the registry, failures answered as the API's error response; only
+    ConnectionAbortedError is raised (a failed acks=0 part)."""
+
+    def __init__(self, broker, run_part: Callable | None = None):
         self.broker = broker
+        self.run_part = run_part
         self.peers: dict[int, Any] = {}            # worker id -> PeerLink
         self.pending: dict[int, tuple[asyncio.Future, int]] = {}   # id -> (future, peer)
         self.serving: dict[tuple[int, int], tuple] = {}  # (peer, id) -> (future, keys)
@@ -428,24 +328,8 @@ class Router:
         # partition) whoever owns it: the request-rate input of placement balancing
         # (mpbroker/controller/balance.py; the controller sums the workers' counts)
         self.partition_requests: collections.Counter = collections.Counter()
-        self.routes = {
-            K.PRODUCE: self._route_partitions, K.LIST_OFFSETS: self._route_partitions,
-            K.DELETE_RECORDS: self._route_partitions,
-            K.OFFSET_FOR_LEADER_EPOCH: self._route_partitions,
-            K.DESCRIBE_PRODUCERS: self._route_partitions,
-            K.FETCH: self._route_fetch, K.LIST_GROUPS: self._route_list_groups,
-        }
-        for k in GROUP_SINGLE:
-            self.routes[k] = self._route_group
-        for k in GROUP_MULTI:
-            self.routes.setdefault(k, self._route_group_multi)
-        for k in TXN_SINGLE:
-            self.routes[k] = self._route_txn
-        self.routes[K.DESCRIBE_TRANSACTIONS] = self._route_txn_multi
-        self.routes[K.LIST_TRANSACTIONS] = self._route_list_transactions
-        self.routes[K.WRITE_TXN_MARKERS] = self._route_markers
-        self.routes[K.DESCRIBE_LOG_DIRS] = self._route_log_dirs
-        self.routes[K.ALTER_REPLICA_LOG_DIRS] = self._route_alter_log_dirs
+        self.routes = {"partition": self._route_partitions, "group": self._route_group,
+                       "txn": self._route_txn, "cluster": self._broadcast}
 
     # ------------------------------------------------------------ peers
     @property
@@ -464,7 +348,6 @@ class Router:
 
     def add_peer(self, wid: int, sock) -> None:
         """A mesh socket to worker `wid` (at boot, or a new one after `wid` respawned)."""
-        from workers.mesh import PeerLink
         old = self.peers.pop(wid, None)
         if old is not None:
             old.close()
@@ -505,34 +388,36 @@ class Router:
         link = self.peers.get(w)
         return w if link is not None and not link.closed else self.me
 
-    def group_owner(self, group_id: str) -> int:
+    def _coordinator_key(self, topic: str, key: str | None) -> tuple[str, int] | None:
+        """(internal topic, partition) of the coordinator of `key`, None when unknown."""
         md = self.broker.metadata
-        t = md.topics.get(OFFSETS_TOPIC) if md is not None else None
-        if t is None or not t.partitions or group_id is None:
-            return self.me
-        from workers.groups.partitioner import coordinator_partition
-        return self.owner(OFFSETS_TOPIC, coordinator_partition(group_id, len(t.partitions)))
+        t = md.topics.get(topic) if md is not None else None
+        if t is None or not t.partitions or not key:
+            return None
+        return topic, coordinator_partition(key, len(t.partitions))
+
+    def group_owner(self, group_id: str) -> int:
+        tp = self._coordinator_key(OFFSETS_TOPIC, group_id)
+        return self.me if tp is None else self.owner(*tp)
 
     def txn_owner(self, transactional_id: str) -> int:
-        md = self.broker.metadata
-        t = md.topics.get(TXN_TOPIC) if md is not None else None
-        if t is None or not t.partitions or not transactional_id:
-            return self.me
-        from workers.groups.partitioner import coordinator_partition
-        return self.owner(TXN_TOPIC, coordinator_partition(transactional_id, len(t.partitions)))
+        tp = self._coordinator_key(TRANSACTION_STATE_TOPIC, transactional_id)
+        return self.me if tp is None else self.owner(*tp)
 
     # ------------------------------------------------------------ front side
-    def route(self, ctx, req: dict, handle: Callable):
-        fn = self.routes.get(ctx.api_key)
+    def route(self, ctx, req: dict, handle: Callable, scope: Scope):
+        """The answer of `req` (now or later) as `scope` places it; `handle` runs the
+        parts that are this worker's (guarded: failures answer the API's error)."""
+        fn = self.routes.get(scope.kind)
         if fn is None or not self.active:
             return handle(self.broker, ctx, req)
-        spec = PART_SPECS.get(ctx.api_key)
+        spec = PART_SPECS.get(ctx.api_key) if scope is PARTITION else None
         if spec is not None:
-            self._count((t[spec.req_name], p if spec.req_index is None else p[spec.req_index])
-                        for t in req.get(spec.req_topics) or () for p in t[spec.req_parts])
-        return fn(ctx, req, handle)
+            self.count((t[spec.req_name], p if spec.req_index is None else p[spec.req_index])
+                       for t in req.get(spec.req_topics) or () for p in t[spec.req_parts])
+        return fn(ctx, req, handle, scope)
 
-    def _count(self, keys) -> None:
+    def count(self, keys) -> None:
         """Count requests of (topic, partition) `keys` (placement balancing's input),
         those of partitions that exist only: the counts never grow with the names
         clients send."""
@@ -560,8 +445,9 @@ class Router:
         return out
 
     def forward(self, wid: int, ctx, body: dict, keys=None, oneway: bool = False):
-        """Send one part to its owner; a future of the owner's response dict, or None if
-        the owner cannot be reached (the caller answers the part locally)."""
+        """Send one part to its owner; a future of the owner's response dict (failing
+        with PeerGone if the owner goes), or None if the owner cannot be reached (the
+        caller answers the part locally). `oneway` (acks=0): True once sent."""
         link = self.peers.get(wid)
         if link is None or link.closed:
             return None
@@ -594,39 +480,69 @@ class Router:
         fut.rid = rid
         return fut
 
-    def _route_partitions(self, ctx, req, handle):
-        spec = PART_SPECS[ctx.api_key]
-        parts = split_partitions(req, spec, self.owner)
-        me = self.me
-        if not parts or set(parts) == {me}:
-            return handle(self.broker, ctx, req)
-        oneway = ctx.api_key == K.PRODUCE and req.get("acks") == 0
-        results: dict[int, Any] = {}
-        for w, sub in parts.items():
-            if w == me:
-                continue
-            fut = self.forward(w, ctx, sub, oneway=oneway)
-            if fut is None:       # unreachable: answered locally (NOT_LEADER_OR_FOLLOWER)
-                results[w] = handle(self.broker, ctx, sub)
-            else:
-                results[w] = fut
-        if me in parts:
-            results[me] = handle(self.broker, ctx, parts[me])
-        if oneway:
-            return None
-        order = list(parts)
-        if not any(inspect.isawaitable(r) for r in results.values()):
-            return merge_partitions(req, spec, [results[w] for w in order])
+    def send_complete(self, wid: int, rid: int) -> None:
+        """Fetch long poll: tell worker `wid` to answer its parked part `rid` now."""
+        link = self.peers.get(wid)
+        if link is not None and not link.closed:
+            try:
+                link.send({"op": "complete", "id": rid})
+            except ConnectionError:
+                pass
 
+    def _gather(self, ctx, handle, parts: dict, results: dict, merge: Callable):
+        """The merged answer of `parts` ({worker: sub-request}) from `results` ({worker:
+        answer now or later}): a part whose owner went meanwhile runs here."""
         async def gather():
             out = []
-            for w in order:
+            for w, sub in parts.items():
                 try:
-                    out.append(await _value(results[w]))
+                    out.append(await settle(results[w]))
                 except PeerGone:
-                    out.append(await _value(handle(self.broker, ctx, parts[w])))
-            return merge_partitions(req, spec, out)
+                    out.append(await settle(handle(self.broker, ctx, sub)))
+            return merge(out)
         return gather()
+
+    def _spread(self, ctx, handle, parts: dict, oneway: bool = False) -> dict:
+        """{worker: answer now or later} of each part: forwarded, or run here when it is
+        ours or its owner cannot be reached."""
+        me = self.me
+        results: dict[int, Any] = {}
+        for w, sub in parts.items():
+            if w != me:
+                fut = self.forward(w, ctx, sub, oneway=oneway)
+                # unreachable: answered locally (NOT_LEADER_OR_FOLLOWER)
+                results[w] = fut if fut is not None else handle(self.broker, ctx, sub)
+        if me in parts:
+            results[me] = handle(self.broker, ctx, parts[me])
+        return results
+
+    def _route_partitions(self, ctx, req, handle, scope):
+        if scope.fan_out is not None:
+            return scope.fan_out(self, ctx, req, handle)
+        spec = PART_SPECS.get(ctx.api_key)
+        if spec is None:            # per marker, then per partition (WriteTxnMarkers)
+            return self._route_markers(ctx, req, handle)
+        parts = split_partitions(req, spec, self.owner)
+        if not parts or set(parts) == {self.me}:
+            return handle(self.broker, ctx, req)
+        oneway = ctx.api_key == api_keys.PRODUCE and req.get("acks") == 0
+        results = self._spread(ctx, handle, parts, oneway)
+        if oneway:
+            return None
+        if not any(later(r) for r in results.values()):
+            return merge_partitions(req, spec, [results[w] for w in parts])
+        return self._gather(ctx, handle, parts, results,
+                            lambda out: merge_partitions(req, spec, out))
+
+    def _route_markers(self, ctx, req, handle):
+        """WriteTxnMarkers: each partition's markers to its owner (like Produce)."""
+        split = split_markers(req, self.owner)
+        if not split or set(split) == {self.me}:
+            return handle(self.broker, ctx, req)
+        parts = {w: sub for w, (sub, _) in split.items()}
+        orders = [order for _, order in split.values()]
+        return self._gather(ctx, handle, parts, self._spread(ctx, handle, parts),
+                            lambda out: merge_markers(req, list(zip(orders, out))))
 
     # ---- coordinators (groups, transactions)
     def _to_worker(self, w: int, ctx, req, handle):
@@ -641,7 +557,7 @@ class Router:
             try:
                 return await fut
             except PeerGone:
-                return await _value(handle(self.broker, ctx, req))
+                return await settle(handle(self.broker, ctx, req))
         return wait()
 
     def _split_by_coordinator(self, ctx, req, handle, spec, owner):
@@ -650,245 +566,47 @@ class Router:
         parts = split_groups(req, spec, owner)
         if not parts or set(parts) == {self.me}:
             return handle(self.broker, ctx, req)
-        results = {}
-        for w, sub in parts.items():
-            if w != self.me:
-                results[w] = self.forward(w, ctx, sub) or handle(self.broker, ctx, sub)
-        if self.me in parts:
-            results[self.me] = handle(self.broker, ctx, parts[self.me])
+        return self._gather(ctx, handle, parts, self._spread(ctx, handle, parts),
+                            lambda out: merge_groups(req, spec, out))
 
-        async def gather():
-            out = []
-            for w in parts:
-                try:
-                    out.append(await _value(results[w]))
-                except PeerGone:
-                    out.append(await _value(handle(self.broker, ctx, parts[w])))
-            return merge_groups(req, spec, out)
-        return gather()
-
-    def _route_group(self, ctx, req, handle):
-        if ctx.api_key == K.OFFSET_FETCH and ctx.api_version >= 8:
-            return self._route_group_multi(ctx, req, handle)
+    def _route_group(self, ctx, req, handle, scope):
+        spec = GROUP_MULTI.get(ctx.api_key)
+        if spec is not None and ctx.api_version >= spec.min_version:
+            return self._split_by_coordinator(ctx, req, handle, spec, self.group_owner)
         gid = req.get("group_id")
-        if gid:
-            md = self.broker.metadata
-            t = md.topics.get(OFFSETS_TOPIC) if md is not None else None
-            if t is not None and t.partitions:
-                from workers.groups.partitioner import coordinator_partition
-                self.partition_requests[
-                    (OFFSETS_TOPIC, coordinator_partition(gid, len(t.partitions)))] += 1
-        return self._to_worker(self.group_owner(gid) if gid else self.me, ctx, req, handle)
+        tp = self._coordinator_key(OFFSETS_TOPIC, gid)
+        if tp is not None:
+            self.partition_requests[tp] += 1
+        return self._to_worker(self.owner(*tp) if tp is not None else self.me,
+                               ctx, req, handle)
 
-    def _route_group_multi(self, ctx, req, handle):
-        return self._split_by_coordinator(ctx, req, handle, GROUP_MULTI[ctx.api_key],
-                                          self.group_owner)
-
-    def _route_txn_multi(self, ctx, req, handle):
-        return self._split_by_coordinator(ctx, req, handle, TXN_MULTI[ctx.api_key],
-                                          self.txn_owner)
-
-    def _route_txn(self, ctx, req, handle):
-        if ctx.api_key == K.ADD_PARTITIONS_TO_TXN:
-            if ctx.api_version >= 4:
-                return self._route_txn_multi(ctx, req, handle)
-            tid = req.get("v3_and_below_transactional_id")
-        else:
-            tid = req.get("transactional_id")
+    def _route_txn(self, ctx, req, handle, scope):
+        spec = TXN_MULTI.get(ctx.api_key)
+        if spec is not None and ctx.api_version >= spec.min_version:
+            return self._split_by_coordinator(ctx, req, handle, spec, self.txn_owner)
+        tid = req.get(TXN_ID_FIELD.get(ctx.api_key, "transactional_id"))
         if tid is None:       # InitProducerId of an idempotent producer: any worker
             return handle(self.broker, ctx, req)
         return self._to_worker(self.txn_owner(tid), ctx, req, handle)
 
-    def _route_markers(self, ctx, req, handle):
-        """WriteTxnMarkers: each partition's markers to its owner (like Produce)."""
-        parts = split_markers(req, self.owner)
-        me = self.me
-        if not parts or set(parts) == {me}:
-            return handle(self.broker, ctx, req)
-        results: dict[int, Any] = {}
-        for w, (sub, _) in parts.items():
-            if w != me:
-                results[w] = self.forward(w, ctx, sub) or handle(self.broker, ctx, sub)
-        if me in parts:
-            results[me] = handle(self.broker, ctx, parts[me][0])
-
-        async def gather():
-            out = []
-            for w, (sub, order) in parts.items():
-                try:
-                    out.append((order, await _value(results[w])))
-                except PeerGone:
-                    out.append((order, await _value(handle(self.broker, ctx, sub))))
-            return merge_markers(req, out)
-        return gather()
-
-    def _route_list_transactions(self, ctx, req, handle):
-        return self._broadcast(ctx, req, handle, merge_list_transactions)
-
-    def _route_list_groups(self, ctx, req, handle):
-        return self._broadcast(ctx, req, handle, merge_list_groups)
-
-    def _route_log_dirs(self, ctx, req, handle):
-        # each worker knows only the partitions it owns
-        from workers.handlers.describe_log_dirs import merge
-        return self._broadcast(ctx, req, handle, merge)
-
-    def _route_alter_log_dirs(self, ctx, req, handle):
-        # every worker gets it; each moves (and answers for) the partitions it owns
-        from workers.handlers.alter_replica_log_dirs import merge
-        out = self._broadcast(ctx, req, handle, lambda rs: merge(req, rs))
-        if inspect.isawaitable(out):
-            return out
-        return merge(req, [out])
-
-    def _broadcast(self, ctx, req, handle, merge):
-        """Asks every live worker (each owns some coordinators) and merges the answers;
-        a worker that dies meanwhile is left out, as a broker that is down would be."""
+    def _broadcast(self, ctx, req, handle, scope):
+        """Asks every live worker (each owns some partitions or coordinators) and merges
+        the answers; a worker that dies meanwhile is left out, as a broker that is down
+        would be."""
         futs = [f for f in (self.forward(w, ctx, req) for w in self.live_peers()) if f]
         local = handle(self.broker, ctx, req)
-        if not futs:
-            return local
+        if not futs and not later(local):
+            return scope.merge(req, [local])
 
         async def gather():
-            out = [await _value(local)]
+            out = [await settle(local)]
             for f in futs:
                 try:
                     out.append(await f)
                 except PeerGone:
                     pass
-            return merge(out)
+            return scope.merge(req, out)
         return gather()
-
-    # ---- fetch
-    def _route_fetch(self, ctx, req, handle):
-        from workers.fetch_session import FetchContext
-        from workers.handlers import fetch as F
-        broker = self.broker
-        version = ctx.api_version
-        requested, forgotten, unknown_ids = F._requested_partitions(broker, req, version)
-        reads = [(cp.topic, cp.partition) for cp in requested]
-        epoch = req.get("session_epoch", -1)
-        if epoch > 0:
-            s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
-            if s is not None:
-                reads.extend(s.partitions)
-        self._count(reads)
-        me = self.me
-        if all(self.owner(t, p) == me for t, p in reads):
-            return handle(broker, ctx, req)
-        fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
-                                                 requested, forgotten,
-                                                 is_follower=F._replica_id(req) >= 0,
-                                                 uses_topic_ids=version >= 13)
-        if fctx.error_code:
-            return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
-                    "responses": []}
-        plan = F.FetchPlan(broker, ctx, req, fctx, unknown_ids)
-        groups: dict[int, list] = {}
-        for cp in fctx.partitions:
-            groups.setdefault(self.owner(cp.topic, cp.partition), []).append(cp)
-        budget = max(1, plan.max_bytes // max(1, len(groups)))
-        part_req = {**req, "max_bytes": budget}
-
-        def part_plan(cps):
-            p = _PartPlan(broker, ctx, part_req, FetchContext(cps, None, incremental=False), {})
-            return p
-
-        local_cps = groups.pop(me, [])
-        found: dict[tuple, dict] = {}
-        news = bool(unknown_ids)
-        local_plan = part_plan(local_cps) if local_cps else None
-        if local_plan is not None:
-            lres, ltotal, lerr = local_plan.read_all()
-            if lerr or ltotal >= plan.min_bytes:
-                news = True
-        wait_ms = 0 if (news or plan.max_wait_ms <= 0) else plan.max_wait_ms
-        remote: dict[int, Any] = {}
-        for w, cps in groups.items():
-            sub = fetch_subrequest(req, version, cps, budget, wait_ms, plan.min_bytes)
-            fut = self.forward(w, ctx, sub, keys=[(cp.topic, cp.partition) for cp in cps])
-            if fut is None:
-                for cp, data in part_plan(cps).read_all()[0]:
-                    found[(cp.topic, cp.partition)] = data
-            else:
-                remote[w] = (fut, cps)
-        local_op = None
-        local_fut = None
-        if local_plan is not None:
-            if wait_ms > 0 and not news:      # park the local part like any long poll
-                local_fut = self.loop.create_future()
-                local_op = F.DelayedFetch(local_plan, local_fut)
-                broker.fetch_purgatory.try_complete_else_watch(local_op, list(local_op.start_bytes))
-            else:
-                for cp, data in lres:
-                    found[(cp.topic, cp.partition)] = data
-
-        def assemble():
-            results = []
-            for cp in fctx.partitions:
-                data = found.get((cp.topic, cp.partition))
-                if data is None:
-                    data = part_plan([cp]).read_all()[0][0][1]
-                results.append((cp, data))
-            return plan.response(results)
-
-        if not remote and local_fut is None:
-            return assemble()
-
-        async def finish():
-            waiting = {}
-            for w, (fut, cps) in remote.items():
-                waiting[fut] = ("remote", w, cps)
-            if local_fut is not None:
-                waiting[local_fut] = ("local", me, local_cps)
-            completed = False
-            while waiting:
-                done, _ = await asyncio.wait(list(waiting), return_when=asyncio.FIRST_COMPLETED)
-                for fut in done:
-                    kind, w, cps = waiting.pop(fut)
-                    if kind == "local":
-                        res = fut.result()
-                        for cp, data in res:
-                            found[(cp.topic, cp.partition)] = data
-                        got = any(d["records"] or d["error_code"] for _, d in res)
-                    else:
-                        try:
-                            body = fut.result()
-                        except PeerGone:
-                            body = None
-                        if body is None:
-                            got = True
-                            for cp, data in part_plan(cps).read_all()[0]:
-                                found[(cp.topic, cp.partition)] = data
-                        else:
-                            got = fetch_has_news(body)
-                            self._collect_fetch(body, version, found, ctx.connection)
-                    if got and not completed:
-                        completed = True
-                        for other, (k2, w2, _) in waiting.items():
-                            if k2 == "local":
-                                local_op.force_complete()
-                            else:
-                                self._send_complete(w2, other.rid)
-            return assemble()
-        return finish()
-
-    def _collect_fetch(self, body: dict, version: int, found: dict, conn=None) -> None:
-        for t in body.get("responses") or ():
-            if version >= 13:
-                name = self.broker.topic_name_for_id(t.get("topic_id"))
-            else:
-                name = t.get("topic")
-            for p in t.get("partitions") or ():
-                found[(name, p["partition_index"])] = pin_records(p, conn)
-
-    def _send_complete(self, wid: int, rid: int) -> None:
-        link = self.peers.get(wid)
-        if link is not None and not link.closed:
-            try:
-                link.send({"op": "complete", "id": rid})
-            except ConnectionError:
-                pass
 
     # ------------------------------------------------------------ owner side
     def on_message(self, peer: int, msg: dict) -> None:
@@ -907,12 +625,7 @@ class Router:
             conn = self.conns.get(msg["oneway"])
             if conn is not None:
                 log.info("closing %s: acks=0 produce failed on another worker", conn.client_host)
-                conn.closed = True
-                try:
-                    import socket as _s
-                    conn.sock.shutdown(_s.SHUT_RDWR)
-                except OSError:
-                    pass
+                conn.abort()
             return
         entry = self.pending.pop(msg["id"], None)
         if entry is None:
@@ -926,35 +639,24 @@ class Router:
             fut.set_result(msg["body"])
 
     def _serve(self, peer: int, msg: dict) -> None:
-        from workers.handler_errors import run_guarded
-        from workers.handlers import HANDLERS
         self.served += 1
         self.broker.requests_served += 1
         rid, api_key = msg["id"], msg["api_key"]
         oneway = msg.get("oneway")
         ctx = RemoteContext(msg, peer)
-        body = msg["body"]
-        if api_key == K.PRODUCE:
-            raw = msg.pop("raw", None)
-            if raw is not None:
-                try:
-                    attach_records(body, raw)
-                except ValueError as e:
-                    log.error("mesh: bad produce frame from worker %d (%s): closing the "
-                              "channel", peer, e)
-                    link = self.peers.get(peer)
-                    if link is not None:
-                        link.close()
-                    return
-            for t in body.get("topic_data") or ():
-                for p in t.get("partition_data") or ():
-                    if isinstance(p.get("records"), (bytes, bytearray)):
-                        p["records"] = memoryview(p["records"]) if isinstance(p["records"], bytearray) \
-                            else memoryview(bytearray(p["records"]))
+        try:
+            body = received_body(api_key, msg["body"], msg.pop("raw", None))
+        except ValueError as e:
+            log.error("mesh: bad produce frame from worker %d (%s): closing the "
+                      "channel", peer, e)
+            link = self.peers.get(peer)
+            if link is not None:
+                link.close()
+            return
         try:
             # a failing handler answers its part's error response (handler_errors.py);
             # only ConnectionAbortedError (a failed acks=0 part) is raised
-            result = run_guarded(HANDLERS[api_key].handle, self.broker, ctx, body)
+            result = self.run_part(ctx, body)
         except Exception as e:
             if oneway is not None:
                 self._reply(peer, {"op": "resp", "id": rid, "oneway": oneway})
@@ -963,7 +665,7 @@ class Router:
             return
         if oneway is not None:
             return
-        if not inspect.isawaitable(result):
+        if not later(result):
             self._reply(peer, {"op": "resp", "id": rid,
                                "body": sanitize_response(api_key, result)})
             return
@@ -1009,27 +711,3 @@ class Router:
     def close(self) -> None:
         for link in list(self.peers.values()):
             link.close()
-
-
-def _make_part_plan():
-    from workers.handlers import fetch as F
-
-    class _PartPlan(F.FetchPlan):
-        """A FetchPlan over one owner's share whose 'response' is the raw
-        [(CachedPartition, partition dict)] list (the front assembles the response)."""
-
-        def response(self, results):
-            return results
-    return _PartPlan
-
-
-class _LazyPartPlan:
-    cls = None
-
-    def __call__(self, *a, **kw):
-        if _LazyPartPlan.cls is None:
-            _LazyPartPlan.cls = _make_part_plan()
-        return _LazyPartPlan.cls(*a, **kw)
-
-
-_PartPlan = _LazyPartPlan()

@@ -22,7 +22,7 @@ Memory and connection limits (issue #15), all from the broker's config:
 * One receive buffer per worker (`ReadBuffer`), shared by its connections.
 
 Shutdown (`request_stop`): stop accepting, let requests in flight finish for up to
-`grace_s` seconds, close connections, then `Broker.shutdown()` flushes every log and
+`grace_s` seconds, close connections, then `Worker.shutdown()` flushes every log and
 writes the clean-shutdown markers, so the next start skips recovery.
 """
 from __future__ import annotations
@@ -46,18 +46,6 @@ SLOT_POLL_S = 0.05          # at max.connections: how often to look for a freed 
 IDLE_CHECK_DIVISOR = 4
 
 
-def parse_listener(listener: str) -> tuple[str, str, int]:
-    """'PLAINTEXT://127.0.0.1:9092' -> ('PLAINTEXT', '127.0.0.1', 9092)."""
-    name, _, rest = listener.partition("://")
-    if not rest:
-        raise ValueError(f"Invalid listener {listener!r}: expected NAME://host:port")
-    host, _, port = rest.rpartition(":")
-    host = host.strip("[]")
-    if not port.isdigit():
-        raise ValueError(f"Invalid listener {listener!r}: bad port")
-    return name, host or "0.0.0.0", int(port)
-
-
 def bind_listener(host: str, port: int, reuse_port: bool = True) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -77,7 +65,11 @@ class WorkerServer:
         self.broker = broker
         self.sock = listen_sock
         self.max_request_bytes = max_request_bytes
-        self.dispatcher = metrics.instrument(Dispatcher(broker), broker)
+        dispatcher = Dispatcher(broker)
+        router = getattr(broker, "router", None)
+        if router is not None:      # the parts other workers forward run through the registry
+            router.run_part = dispatcher.run_part
+        self.dispatcher = metrics.instrument(dispatcher, broker)
         self.connections: set[Connection] = set()
         self.tasks: set[asyncio.Task] = set()
         self.stopping = asyncio.Event()

@@ -474,7 +474,7 @@ class EmbeddedController:
     # One broker: it is the controller and the only replica, so these are small.
     async def log_dir_failed(self, partitions) -> None:
         """One broker: no other replica can take over a partition in a failed log dir;
-        it answers KAFKA_STORAGE_ERROR (workers/broker.py)."""
+        it answers KAFKA_STORAGE_ERROR (workers/worker.py)."""
         return None
 
     async def alter_partition(self, topic: str, partition: int, leader_id: int, leader_epoch: int,

@@ -14,7 +14,7 @@ from mpbroker import config as configmod
 from mpbroker.metadata import model
 from mpbroker.protocol.errors import ErrorCode
 from storage.batch import BatchBuilder
-from workers.broker import Broker
+from workers.worker import Worker
 from workers.handlers import alter_replica_log_dirs as A
 from workers.handlers.describe_log_dirs import describe
 from workers.partition import ReplicaMovingError
@@ -24,7 +24,7 @@ from tests.workers.test_reconcile_cluster import ME, Holder, metadata, run
 def make_broker(dirs, md):
     text = (f"broker.id={ME}\nlog.dirs={','.join(map(str, dirs))}\n"
             "listeners=PLAINTEXT://127.0.0.1:0\nlog.segment.delete.delay.ms=0\n")
-    b = Broker(configmod.BrokerConfig.from_text(text, []), Holder(md))
+    b = Worker(configmod.BrokerConfig.from_text(text, []), Holder(md))
     b.apply_metadata(md)
     return b
 

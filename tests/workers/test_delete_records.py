@@ -161,7 +161,7 @@ def test_replica_on_a_dead_broker_is_not_waited_for(broker):
         fut = delete_records.handle(broker, ctx(), request("t", -1))   # -1: the HW (10)
         follower_fetch(broker, 2, p, 10)
         assert not fut.done()
-        del broker.metadata.brokers[3]             # what Broker._reconcile then checks
+        del broker.metadata.brokers[3]             # what Worker._reconcile then checks
         broker.delete_records_purgatory.check_and_complete(p.key)
         assert only(fut.result()) == (0, 10)
     asyncio.run(main())

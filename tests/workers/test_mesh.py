@@ -12,7 +12,7 @@ from mpbroker.ipc import decode, encode
 from mpbroker.protocol import api_keys as K
 from workers import mesh
 from workers.mesh import PeerLink
-from workers.router import attach_records, detach_records
+from workers.payloads import attach_records, detach_records
 
 
 def _body(encoded) -> memoryview:

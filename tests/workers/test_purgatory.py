@@ -238,16 +238,16 @@ def test_timer_disabled_keeps_op_only_on_watch_lists():
 def test_broker_deadlines_ignore_wall_clock_jumps(tmp_path, monkeypatch):
     """The worker's timing wheel runs on the monotonic clock (Kafka's SystemTimer):
     a wall clock stepped a day ahead neither fires a 60 s timeout nor stops one that
-    is due, while records still see the wall clock (Broker.clock)."""
+    is due, while records still see the wall clock (Worker.clock)."""
     import time
 
     from mpbroker import config as configmod
     from mpbroker.controller.embedded import EmbeddedController
-    from workers.broker import Broker
+    from workers.worker import Worker
 
     cfg = configmod.BrokerConfig({"broker.id": "1", "log.dirs": str(tmp_path),
                                   "listeners": "PLAINTEXT://127.0.0.1:0"})
-    b = Broker(cfg, EmbeddedController(cfg))
+    b = Worker(cfg, EmbeddedController(cfg))
     slow, quick = Op(60_000, "slow"), Op(1, "quick")
     b.delete_records_purgatory.try_complete_else_watch(slow, ["k"])
     b.fetch_purgatory.try_complete_else_watch(quick, ["k"])

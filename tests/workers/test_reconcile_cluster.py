@@ -1,4 +1,4 @@
-"""How a worker applies cluster metadata to its local logs (workers/broker.py
+"""How a worker applies cluster metadata to its local logs (workers/worker.py
 `_reconcile`), with real logs in a temporary log dir: a stray log of an earlier topic of
 the same name is deleted and replaced, stray partition directories are deleted once per
 placement revision, a partition that fails to apply does not keep the others from
@@ -19,7 +19,7 @@ from mpbroker import config as configmod
 from mpbroker.metadata import model
 from storage.batch import BatchBuilder
 from storage.log import Log, LogConfig
-from workers.broker import Broker
+from workers.worker import Worker
 
 ME = 1
 
@@ -54,7 +54,7 @@ def metadata(*topics, epoch=1):
 def make_broker(tmp_path, md):
     text = f"broker.id={ME}\nlog.dirs={tmp_path}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
     cfg = configmod.BrokerConfig.from_text(text, ["zookeeper.connect=127.0.0.1:1"])
-    return Broker(cfg, Holder(md))
+    return Worker(cfg, Holder(md))
 
 
 def write_log(path, topic_id, n=3):
@@ -118,7 +118,7 @@ def test_a_failed_log_dir_stops_the_worker(tmp_path):
     # As Kafka halts when its (only) log dir fails: the worker stops and exits
     # LOG_DIR_FAILURE_EXIT, on which the supervisor stops the broker non-zero
     # (tests/faults/test_disk_failure.py).
-    from workers.broker import LOG_DIR_FAILURE_EXIT
+    from workers.worker import LOG_DIR_FAILURE_EXIT
     (tmp_path / "bad-0").write_bytes(b"not a directory")
     md = metadata(("bad", model.generate_topic_id(), {0: (ME, (ME,), ())}))
 

@@ -1,11 +1,11 @@
 """Replication in the workers (workers/partition.py, workers/replication.py,
-workers/handlers/fetch.py follower path, produce acks=all).
+workers/handlers/fetch/plan.py follower path, produce acks=all).
 
 Part 1, Partition logic with real logs in a temporary directory and an injected clock:
 high watermark = min LEO of the (maximal) ISR, ISR expansion and shrink, DelayedProduce
 completion and min.insync.replicas, truncation decisions (KIP-101/279), divergence.
 
-Part 2, two real workers (workers.broker.Broker + workers.server.WorkerServer on real
+Part 2, two real workers (workers.worker.Worker + workers.server.WorkerServer on real
 sockets, real logs, real replica fetchers speaking the Kafka protocol) in one event loop.
 The controller is the one part that is not real here: `ClusterStub` holds the metadata
 and serves `alter_partition` like the controllers do (compare-and-set on leader epoch and
@@ -27,8 +27,8 @@ from mpbroker.protocol.errors import ErrorCode as E
 from storage import errors as serr
 from storage.batch import BatchBuilder, iter_batches
 from storage.log import Log, LogConfig
-from workers.broker import Broker
-from workers.handlers.produce import DelayedProduce
+from workers.worker import Worker
+from workers.delayed import DelayedProduce
 from workers.kafka_client import KafkaConnection
 from workers.partition import Partition
 from workers.purgatory import Purgatory
@@ -370,7 +370,7 @@ async def start_cluster(tmp_path, n=2, topic="r", partitions=1, min_isr=1,
         text = (f"broker.id={i}\nlog.dirs={tmp_path / f'b{i}'}\n"
                 f"listeners=PLAINTEXT://127.0.0.1:{s.getsockname()[1]}\n")
         cfg = configmod.BrokerConfig.from_text(text, [f"{k}={v}" for k, v in opts.items()])
-        b = Broker(cfg, stub.client(i))
+        b = Worker(cfg, stub.client(i))
         stub.workers.append(b)
         b.start(loop)
         srv = WorkerServer(b, s, 100 << 20)

@@ -11,9 +11,11 @@ import socket
 from mpbroker.protocol import api_keys as K
 from storage.slices import FileSlice
 from workers.fetch_session import CachedPartition
+from workers.payloads import pin_records, portable, sanitize_response
 from workers.router import (GROUP_MULTI, PART_SPECS, fetch_has_news, fetch_subrequest,
-                            merge_groups, merge_list_groups, merge_partitions, pin_records,
-                            portable, sanitize_response, split_groups, split_partitions)
+                            merge_groups, merge_list_groups, merge_partitions, split_groups,
+                            split_partitions)
+from workers.scope import PARTITION
 
 
 def produce_req():
@@ -275,11 +277,12 @@ class _Broker:
 
 
 def _owner_with(monkeypatch, handle):
+    from workers.dispatch import Dispatcher
     from workers.handlers import HANDLERS, Handler
     from workers.router import Router
     h = HANDLERS[K.LIST_OFFSETS]
     monkeypatch.setitem(HANDLERS, K.LIST_OFFSETS, Handler(handle, h.min_version, h.max_version))
-    r = Router(_Broker())
+    r = Router(_Broker(), Dispatcher(_Broker()).run_part)
     link = r.peers[0] = _Link()
     return r, link
 
@@ -340,7 +343,7 @@ def _counting_router(topics: dict):
         metadata = _md_with_partitions(topics)
 
     r = Router(B())
-    r.routes[K.LIST_OFFSETS] = lambda ctx, req, handle: "routed"
+    r.routes["partition"] = lambda ctx, req, handle, scope: "routed"
     return r, B
 
 
@@ -352,8 +355,8 @@ def _md_with_partitions(topics: dict):
 
 def test_front_counts_partition_level_requests_for_balancing():
     r, _ = _counting_router({"a": 4})
-    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None) == "routed"
-    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None) == "routed"
+    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None, PARTITION) == "routed"
+    assert r.route(_ListOffsetsCtx(), LIST_OFFSETS_PART, None, PARTITION) == "routed"
     assert r.partition_requests == {("a", 3): 2, ("a", 1): 2}
 
 
@@ -366,8 +369,127 @@ def test_request_counts_stay_bounded_by_the_partitions_that_exist():
         r.route(_ListOffsetsCtx(), {"replica_id": -1, "isolation_level": 0, "topics": [
             {"name": f"nope-{i}", "partitions": [{"partition_index": 0, "timestamp": -1}]},
             {"name": "a", "partitions": [{"partition_index": 1, "timestamp": -1},
-                                         {"partition_index": 7, "timestamp": -1}]}]}, None)
+                                         {"partition_index": 7, "timestamp": -1}]}]}, None,
+                 PARTITION)
     assert r.partition_requests == {("a", 1): 100}
     assert r.request_counts() == [["a", 1, 100]]
     B.metadata = _md_with_partitions({})           # "a" deleted
     assert r.request_counts() == [] and not r.partition_requests
+
+
+# ---- the runtime: where each scope sends a request (a fake mesh: worker 1 answers)
+class _Mesh:
+    """Worker 0's router over a fake channel to worker 1: partition p is worker p % 2's,
+    group/transactional ids hash to a partition of a 2-partition internal topic."""
+
+    def __init__(self, loop, reachable=True):
+        from workers.router import Router
+
+        def topic(n):
+            return type("T", (), {"partitions": dict.fromkeys(range(n))})()
+
+        class B:
+            worker_id = 0
+            requests_served = 0
+            placement = type("P", (), {"num_workers": 2,
+                                       "owner": staticmethod(lambda t, p: p % 2)})()
+            metadata = type("MD", (), {"topics": {"a": topic(4), "__consumer_offsets": topic(2),
+                                                  "__transaction_state": topic(2)}})()
+        self.router = Router(B())
+        self.router.loop = loop
+        self.link = _Link()
+        self.link.closed = not reachable
+        self.router.peers[1] = self.link
+
+    def answer(self, body):
+        for msg in self.link.sent:
+            self.router.on_message(1, {"op": "resp", "id": msg["id"], "body": body(msg)})
+
+
+def _ctx(api_key, version):
+    return type("C", (), {"api_key": api_key, "api_version": version, "client_id": "c",
+                          "client_host": "h", "connection": None})()
+
+
+def _local(broker, ctx, req):
+    return {"here": req}
+
+
+def test_partition_scope_splits_by_owner_and_merges_in_request_order():
+    from workers.scope import PARTITION
+
+    async def run():
+        mesh = _Mesh(asyncio.get_running_loop())
+        req = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "a", "partitions": [
+            {"partition_index": i, "timestamp": -1} for i in (3, 0, 1)]}]}
+
+        def handle(broker, ctx, sub):
+            return {"topics": [{"name": "a", "partitions": [
+                {"partition_index": p["partition_index"], "where": 0}
+                for p in sub["topics"][0]["partitions"]]}]}
+        answer = mesh.router.route(_ctx(K.LIST_OFFSETS, 7), req, handle, PARTITION)
+        (msg,) = mesh.link.sent
+        assert [p["partition_index"] for p in msg["body"]["topics"][0]["partitions"]] == [3, 1]
+        mesh.answer(lambda m: {"topics": [{"name": "a", "partitions": [
+            {"partition_index": p["partition_index"], "where": 1}
+            for p in m["body"]["topics"][0]["partitions"]]}]})
+        return await answer
+    resp = asyncio.run(run())
+    assert [(p["partition_index"], p["where"]) for p in resp["topics"][0]["partitions"]] == \
+        [(3, 1), (0, 0), (1, 1)]
+
+
+def test_group_scope_goes_whole_to_the_coordinator_else_runs_here():
+    from workers.groups.partitioner import coordinator_partition
+    from workers.scope import GROUP
+
+    async def run():
+        mesh = _Mesh(asyncio.get_running_loop())
+        theirs = next(g for g in ("g1", "g2", "g3", "g4")
+                      if coordinator_partition(g, 2) == 1)
+        ours = next(g for g in ("g1", "g2", "g3", "g4") if coordinator_partition(g, 2) == 0)
+        assert mesh.router.route(_ctx(K.HEARTBEAT, 4), {"group_id": ours}, _local, GROUP) == \
+            {"here": {"group_id": ours}}
+        answer = mesh.router.route(_ctx(K.HEARTBEAT, 4), {"group_id": theirs}, _local, GROUP)
+        (msg,) = mesh.link.sent
+        assert msg["body"] == {"group_id": theirs}
+        mesh.answer(lambda m: {"there": m["body"]})
+        return await answer, theirs
+    out, theirs = asyncio.run(run())
+    assert out == {"there": {"group_id": theirs}}
+
+
+def test_txn_scope_without_a_transactional_id_runs_here():
+    from workers.scope import TXN
+
+    async def run():
+        mesh = _Mesh(asyncio.get_running_loop())
+        out = mesh.router.route(_ctx(K.INIT_PRODUCER_ID, 4), {"transactional_id": None},
+                                _local, TXN)
+        return out, mesh.link.sent
+    out, sent = asyncio.run(run())
+    assert out == {"here": {"transactional_id": None}} and sent == []
+
+
+def test_cluster_scope_asks_every_worker_and_merges():
+    from workers.scope import cluster
+
+    async def run():
+        mesh = _Mesh(asyncio.get_running_loop())
+        answer = mesh.router.route(_ctx(K.LIST_GROUPS, 4), {}, lambda b, c, r: {
+            "error_code": 0, "groups": [{"group_id": "mine"}]}, cluster(merge_list_groups))
+        mesh.answer(lambda m: {"error_code": 0, "groups": [{"group_id": "theirs"}]})
+        return await answer
+    assert [g["group_id"] for g in asyncio.run(run())["groups"]] == ["mine", "theirs"]
+
+
+def test_an_unreachable_owner_has_its_part_answered_here():
+    from workers.scope import GROUP
+
+    async def run():
+        mesh = _Mesh(asyncio.get_running_loop(), reachable=False)
+        req = {"groups": ["g1", "g2", "g3", "g4"]}
+        return mesh.router.route(_ctx(K.DESCRIBE_GROUPS, 5), req, lambda b, c, r: {
+            "groups": [{"group_id": g, "here": True} for g in r["groups"]]}, GROUP)
+    resp = asyncio.run(run())
+    assert [g["group_id"] for g in resp["groups"]] == ["g1", "g2", "g3", "g4"]

@@ -1,6 +1,8 @@
-"""The registry: every API this broker serves, its handler and its version range.
+"""The registry: every API this broker serves, its handler, version range and scope.
 
-One line per API (Redpanda's handlers.h habit). The ranges are what ApiVersions
+One line per API (Redpanda's handlers.h habit). The scope says where the request runs
+when the broker has several workers (workers/scope.py: local, partition, group, txn,
+cluster); the router (workers/router.py) reads it. The ranges are what ApiVersions
 advertises; they stay inside Kafka's schema ranges (tests/protocol checks our
 definitions against Kafka's; Metadata 13, ListOffsets 11 and DescribeCluster 2 are
 Kafka 4.x versions that clients send, beyond the reference snapshot). Minimums follow
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 
 from workers.handlers import (alter_configs, api_versions, delete_groups, describe_configs,
                               describe_groups, find_coordinator, heartbeat, join_group,
@@ -28,65 +30,16 @@ from workers.handlers import (alter_partition_reassignments, controlled_shutdown
 from workers.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
                               end_txn, list_transactions, txn_offset_commit)
 from workers.handlers import alter_replica_log_dirs, describe_log_dirs
+from workers.router import merge_list_groups, merge_list_transactions
+from workers.scope import (GROUP, LOCAL, PARTITION, TXN, Scope, cluster, cluster_by_request,
+                           partition)
 
 
 class Handler(NamedTuple):
     handle: Callable
     min_version: int
     max_version: int
-
-
-HANDLERS: dict[int, Handler] = {
-    K.PRODUCE:                 Handler(produce.handle, 0, 11),
-    K.FETCH:                   Handler(fetch.handle, 0, 17),
-    K.LIST_OFFSETS:            Handler(list_offsets.handle, 0, 11),
-    K.METADATA:                Handler(metadata.handle, 0, 13),
-    K.API_VERSIONS:            Handler(api_versions.handle, 0, 4),
-    K.CREATE_TOPICS:           Handler(create_topics.handle, 0, 7),
-    K.DELETE_TOPICS:           Handler(delete_topics.handle, 0, 6),
-    K.DELETE_RECORDS:          Handler(delete_records.handle, 0, 2),
-    K.INIT_PRODUCER_ID:        Handler(init_producer_id.handle, 0, 5),
-    K.OFFSET_FOR_LEADER_EPOCH: Handler(offset_for_leader_epoch.handle, 0, 4),
-    K.CREATE_PARTITIONS:       Handler(create_partitions.handle, 0, 3),
-    K.DESCRIBE_CLUSTER:        Handler(describe_cluster.handle, 0, 2),
-    K.DESCRIBE_CONFIGS:        Handler(describe_configs.handle, 0, 4),
-    K.ALTER_CONFIGS:           Handler(alter_configs.handle, 0, 2),
-    K.INCREMENTAL_ALTER_CONFIGS: Handler(alter_configs.handle_incremental, 0, 1),
-    K.FIND_COORDINATOR:        Handler(find_coordinator.handle, 0, 6),
-    K.JOIN_GROUP:              Handler(join_group.handle, 0, 9),
-    K.SYNC_GROUP:              Handler(sync_group.handle, 0, 5),
-    K.HEARTBEAT:               Handler(heartbeat.handle, 0, 4),
-    K.LEAVE_GROUP:             Handler(leave_group.handle, 0, 5),
-    K.OFFSET_COMMIT:           Handler(offset_commit.handle, 0, 9),
-    K.OFFSET_FETCH:            Handler(offset_fetch.handle, 0, 9),
-    K.LIST_GROUPS:             Handler(list_groups.handle, 0, 5),
-    K.DESCRIBE_GROUPS:         Handler(describe_groups.handle, 0, 5),
-    K.DELETE_GROUPS:           Handler(delete_groups.handle, 0, 2),
-    K.OFFSET_DELETE:           Handler(offset_delete.handle, 0, 0),
-    K.CONSUMER_GROUP_HEARTBEAT: Handler(consumer_group_heartbeat.handle, 0, 1),
-    K.CONSUMER_GROUP_DESCRIBE: Handler(consumer_group_describe.handle, 0, 0),
-    K.WRITE_TXN_MARKERS:       Handler(write_txn_markers.handle, 0, 1),
-    K.DESCRIBE_PRODUCERS:      Handler(describe_producers.handle, 0, 0),
-    K.ADD_PARTITIONS_TO_TXN:   Handler(add_partitions_to_txn.handle, 0, 4),
-    K.ADD_OFFSETS_TO_TXN:      Handler(add_offsets_to_txn.handle, 0, 4),
-    K.END_TXN:                 Handler(end_txn.handle, 0, 4),
-    K.TXN_OFFSET_COMMIT:       Handler(txn_offset_commit.handle, 0, 4),
-    K.DESCRIBE_TRANSACTIONS:   Handler(describe_transactions.handle, 0, 0),
-    K.LIST_TRANSACTIONS:       Handler(list_transactions.handle, 0, 1),
-    K.LEADER_AND_ISR:          Handler(controller_requests.handle, 0, 7),
-    K.STOP_REPLICA:            Handler(controller_requests.handle, 0, 4),
-    K.UPDATE_METADATA:         Handler(controller_requests.handle, 0, 8),
-    K.CONTROLLED_SHUTDOWN:     Handler(controlled_shutdown.handle, 0, 3),
-    K.ELECT_LEADERS:           Handler(elect_leaders.handle, 0, 2),
-    K.ALTER_PARTITION_REASSIGNMENTS: Handler(alter_partition_reassignments.handle, 0, 0),
-    K.LIST_PARTITION_REASSIGNMENTS: Handler(list_partition_reassignments.handle, 0, 0),
-    K.DESCRIBE_LOG_DIRS:       Handler(describe_log_dirs.handle, 0, 4),
-    K.ALTER_REPLICA_LOG_DIRS:  Handler(alter_replica_log_dirs.handle, 0, 2),
-}
-
-
-def register(api_key: int, handle: Callable, min_version: int, max_version: int) -> None:
-    HANDLERS[api_key] = Handler(handle, min_version, max_version)
+    scope: Scope = LOCAL
 
 
 def advertised_versions() -> list[dict]:
@@ -94,6 +47,59 @@ def advertised_versions() -> list[dict]:
     out = []
     for key in sorted(HANDLERS):
         h = HANDLERS[key]
-        lo = 0 if key == K.PRODUCE else h.min_version
+        lo = 0 if key == api_keys.PRODUCE else h.min_version
         out.append({"api_key": key, "min_version": lo, "max_version": h.max_version})
     return out
+
+
+HANDLERS: dict[int, Handler] = {
+    api_keys.PRODUCE:                 Handler(produce.handle, 0, 11, PARTITION),
+    api_keys.FETCH:                   Handler(fetch.handle, 0, 17, partition(fetch.fan_out)),
+    api_keys.LIST_OFFSETS:            Handler(list_offsets.handle, 0, 11, PARTITION),
+    api_keys.METADATA:                Handler(metadata.handle, 0, 13),
+    api_keys.API_VERSIONS:            Handler(api_versions.handler(advertised_versions), 0, 4),
+    api_keys.CREATE_TOPICS:           Handler(create_topics.handle, 0, 7),
+    api_keys.DELETE_TOPICS:           Handler(delete_topics.handle, 0, 6),
+    api_keys.DELETE_RECORDS:          Handler(delete_records.handle, 0, 2, PARTITION),
+    api_keys.INIT_PRODUCER_ID:        Handler(init_producer_id.handle, 0, 5, TXN),
+    api_keys.OFFSET_FOR_LEADER_EPOCH: Handler(offset_for_leader_epoch.handle, 0, 4, PARTITION),
+    api_keys.CREATE_PARTITIONS:       Handler(create_partitions.handle, 0, 3),
+    api_keys.DESCRIBE_CLUSTER:        Handler(describe_cluster.handle, 0, 2),
+    api_keys.DESCRIBE_CONFIGS:        Handler(describe_configs.handle, 0, 4),
+    api_keys.ALTER_CONFIGS:           Handler(alter_configs.handle, 0, 2),
+    api_keys.INCREMENTAL_ALTER_CONFIGS: Handler(alter_configs.handle_incremental, 0, 1),
+    api_keys.FIND_COORDINATOR:        Handler(find_coordinator.handle, 0, 6),
+    api_keys.JOIN_GROUP:              Handler(join_group.handle, 0, 9, GROUP),
+    api_keys.SYNC_GROUP:              Handler(sync_group.handle, 0, 5, GROUP),
+    api_keys.HEARTBEAT:               Handler(heartbeat.handle, 0, 4, GROUP),
+    api_keys.LEAVE_GROUP:             Handler(leave_group.handle, 0, 5, GROUP),
+    api_keys.OFFSET_COMMIT:           Handler(offset_commit.handle, 0, 9, GROUP),
+    api_keys.OFFSET_FETCH:            Handler(offset_fetch.handle, 0, 9, GROUP),
+    api_keys.LIST_GROUPS:             Handler(list_groups.handle, 0, 5,
+                                              cluster(merge_list_groups)),
+    api_keys.DESCRIBE_GROUPS:         Handler(describe_groups.handle, 0, 5, GROUP),
+    api_keys.DELETE_GROUPS:           Handler(delete_groups.handle, 0, 2, GROUP),
+    api_keys.OFFSET_DELETE:           Handler(offset_delete.handle, 0, 0, GROUP),
+    api_keys.CONSUMER_GROUP_HEARTBEAT: Handler(consumer_group_heartbeat.handle, 0, 1, GROUP),
+    api_keys.CONSUMER_GROUP_DESCRIBE: Handler(consumer_group_describe.handle, 0, 0, GROUP),
+    api_keys.WRITE_TXN_MARKERS:       Handler(write_txn_markers.handle, 0, 1, PARTITION),
+    api_keys.DESCRIBE_PRODUCERS:      Handler(describe_producers.handle, 0, 0, PARTITION),
+    api_keys.ADD_PARTITIONS_TO_TXN:   Handler(add_partitions_to_txn.handle, 0, 4, TXN),
+    api_keys.ADD_OFFSETS_TO_TXN:      Handler(add_offsets_to_txn.handle, 0, 4, TXN),
+    api_keys.END_TXN:                 Handler(end_txn.handle, 0, 4, TXN),
+    api_keys.TXN_OFFSET_COMMIT:       Handler(txn_offset_commit.handle, 0, 4, GROUP),
+    api_keys.DESCRIBE_TRANSACTIONS:   Handler(describe_transactions.handle, 0, 0, TXN),
+    api_keys.LIST_TRANSACTIONS:       Handler(list_transactions.handle, 0, 1,
+                                              cluster(merge_list_transactions)),
+    api_keys.LEADER_AND_ISR:          Handler(controller_requests.handle, 0, 7),
+    api_keys.STOP_REPLICA:            Handler(controller_requests.handle, 0, 4),
+    api_keys.UPDATE_METADATA:         Handler(controller_requests.handle, 0, 8),
+    api_keys.CONTROLLED_SHUTDOWN:     Handler(controlled_shutdown.handle, 0, 3),
+    api_keys.ELECT_LEADERS:           Handler(elect_leaders.handle, 0, 2),
+    api_keys.ALTER_PARTITION_REASSIGNMENTS: Handler(alter_partition_reassignments.handle, 0, 0),
+    api_keys.LIST_PARTITION_REASSIGNMENTS: Handler(list_partition_reassignments.handle, 0, 0),
+    api_keys.DESCRIBE_LOG_DIRS:       Handler(describe_log_dirs.handle, 0, 4,
+                                              cluster(describe_log_dirs.merge)),
+    api_keys.ALTER_REPLICA_LOG_DIRS:  Handler(alter_replica_log_dirs.handle, 0, 2,
+                                              cluster_by_request(alter_replica_log_dirs.merge)),
+}

@@ -12,10 +12,11 @@ later, as Kafka delays them."""
 import asyncio
 
 from mpbroker.metadata.quota import STRICT_SINCE
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 
 # api key -> first version whose client honours throttle_time_ms itself (KIP-219)
-CLIENT_THROTTLES_SINCE = {K.CREATE_TOPICS: 3, K.DELETE_TOPICS: 2, K.CREATE_PARTITIONS: 1}
+CLIENT_THROTTLES_SINCE = {api_keys.CREATE_TOPICS: 3, api_keys.DELETE_TOPICS: 2,
+                          api_keys.CREATE_PARTITIONS: 1}
 MAX_DELAY_MS = 30000      # an old client is never held longer than this
 
 

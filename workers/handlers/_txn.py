@@ -8,12 +8,12 @@ Kafka's KafkaApis answers (aiokafka speaks only v0 and knows no error 90; librdk
 sends AddPartitionsToTxn/AddOffsetsToTxn v0 and EndTxn v1). TxnOffsetCommit and Produce
 never carry 90: the KIP-890 verifier (workers/txn/verifier.py `TxnVerifier`) already turns
 it into INVALID_PRODUCER_EPOCH, as Kafka's AddPartitionsToTxnManager does."""
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 from mpbroker.protocol.errors import ErrorCode
 
 # api key -> first version that may answer PRODUCER_FENCED
-PRODUCER_FENCED_SINCE = {K.INIT_PRODUCER_ID: 4, K.ADD_PARTITIONS_TO_TXN: 2,
-                         K.ADD_OFFSETS_TO_TXN: 2, K.END_TXN: 2}
+PRODUCER_FENCED_SINCE = {api_keys.INIT_PRODUCER_ID: 4, api_keys.ADD_PARTITIONS_TO_TXN: 2,
+                         api_keys.ADD_OFFSETS_TO_TXN: 2, api_keys.END_TXN: 2}
 
 
 def service(broker):

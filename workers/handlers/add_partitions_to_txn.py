@@ -9,7 +9,7 @@ ongoing transaction: NONE, else INVALID_TXN_STATE / the producer error). A fence
 answers PRODUCER_FENCED from v2 on, INVALID_PRODUCER_EPOCH before (`_txn.for_version`).
 The router sends the request (v4+: each transaction) to the worker coordinating its
 transactional id."""
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 from mpbroker.protocol.errors import ErrorCode
 
 from workers.handlers._txn import for_version, service
@@ -41,7 +41,8 @@ async def _one(broker, version, txn, tid, pid, epoch, topics, verify_only) -> li
     else:
         code = await txn.add_partitions(tid, pid, epoch, tps)
         codes = {tp: code for tp in tps}
-    codes = {tp: for_version(K.ADD_PARTITIONS_TO_TXN, version, c) for tp, c in codes.items()}
+    codes = {tp: for_version(api_keys.ADD_PARTITIONS_TO_TXN, version, c)
+             for tp, c in codes.items()}
     return _results(tps, codes)
 
 

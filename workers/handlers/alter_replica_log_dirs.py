@@ -42,7 +42,7 @@ Crashes: a `-future` dir without the marker is an unfinished copy, removed at st
 marker is promoted only when no dir holds `<topic>-<p>` (the commit point was
 passed), else removed; `-delete` dirs are removed. A worker respawned mid-swap finds
 no `<topic>-<p>` and promotes the future dir itself (`complete_future`, from
-Broker.partition_dir).
+Worker.partition_dir).
 
 A second request for a replica that is moving retargets the running move (it starts
 over towards the new dir; the replica's own dir cancels it). A copy that fails (the
@@ -60,6 +60,7 @@ import uuid
 
 from mpbroker.protocol.errors import ErrorCode
 from storage.checkpoint import fsync_dir
+from storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +303,6 @@ def write_marker(path: str) -> None:
 def swap(broker, p, future: str) -> None:
     """The commit (synchronous): old dir -> `-delete`, future -> the partition's name,
     the log reopened from there. On a failure both are renamed back."""
-    from storage.log import Log
     old = p.log
     src = old.dir
     name = os.path.basename(src)
@@ -323,7 +323,7 @@ def swap(broker, p, future: str) -> None:
     if new.high_watermark != old.high_watermark and old.high_watermark <= new.log_end_offset:
         new.update_high_watermark(old.high_watermark)
     p.log = new
-    cleaners = getattr(broker, "_cleaners", None)
+    cleaners = getattr(broker, "cleaners", None)
     if cleaners is not None:
         cleaners.forget(p.key)
     log.info("moved %s to %s (log end %d)", name, os.path.dirname(final), new.log_end_offset)

@@ -12,6 +12,7 @@ never reaches this handler: the dispatcher answers it with the KIP-511 v0 fallba
 (`framing.api_versions_fallback`).
 """
 import re
+from typing import Callable
 
 from mpbroker.protocol.errors import ErrorCode
 
@@ -23,9 +24,12 @@ def valid_client_software(req: dict) -> bool:
                for k in ("client_software_name", "client_software_version"))
 
 
-def handle(broker, ctx, req):
-    from workers.handlers import advertised_versions
-    if ctx.api_version >= 3 and not valid_client_software(req):
-        return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
-    return {"error_code": ErrorCode.NONE, "api_keys": advertised_versions(),
-            "throttle_time_ms": 0}
+def handler(advertised: Callable[[], list[dict]]) -> Callable:
+    """The ApiVersions handler, answering `advertised()`: the registry's ranges (the
+    registry builds it with its own `advertised_versions`)."""
+    def handle(broker, ctx, req):
+        if ctx.api_version >= 3 and not valid_client_software(req):
+            return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [],
+                    "throttle_time_ms": 0}
+        return {"error_code": ErrorCode.NONE, "api_keys": advertised(), "throttle_time_ms": 0}
+    return handle

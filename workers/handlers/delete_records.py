@@ -12,8 +12,8 @@ Partition.deleteRecordsOnLeader):
 The answer's `low_watermark` is the minimum log start offset over the leader and its
 followers on live brokers (Kafka's lowWatermarkIfLeader). A follower learns the new
 log start from the leader's Fetch responses and reports its own in its next Fetch
-(workers/handlers/fetch.py records it, then checks this purgatory). When some
-partition's low watermark is still below its target, a DelayedDeleteRecords waits in
+(workers/handlers/fetch/plan.py records it, then checks this purgatory). When some
+partition's low watermark is still below its target, a DelayedDeleteRecords (workers/delayed.py) waits in
 the worker's `delete_records_purgatory` until every such partition reached it (or is
 no longer led here: NOT_LEADER_OR_FOLLOWER), at most the request's `timeout_ms`, after
 which those partitions answer REQUEST_TIMED_OUT. With one replica the low watermark is
@@ -27,60 +27,7 @@ from mpbroker.protocol.errors import ErrorCode
 from mpbroker.metadata.model import INTERNAL_TOPICS
 from storage import errors as serr
 
-from workers.purgatory import DelayedOperation
-
-
-
-def low_watermark(p, alive) -> int:
-    """The smallest log start offset over the leader and the followers on `alive`
-    brokers (-1 while one of them has not reported it since this leadership began)."""
-    lw = p.log_start_offset
-    for replica_id, st in p.followers.items():
-        if replica_id in alive and st.log_start_offset < lw:
-            lw = st.log_start_offset
-    return lw
-
-
-def _alive(broker):
-    md = broker.metadata
-    return md.brokers if md is not None else ()
-
-
-class DelayedDeleteRecords(DelayedOperation):
-    """Waits until the low watermark of every partition in `waiting` reached its target.
-
-    `waiting`: [(partition, required offset, result dict)]; each result starts as
-    REQUEST_TIMED_OUT with the low watermark known when it was deleted on the leader,
-    and is settled once (reached, or lost leadership)."""
-
-    def __init__(self, delay_ms: int, broker, waiting: list, response: dict,
-                 future: asyncio.Future):
-        super().__init__(delay_ms)
-        self.broker = broker
-        self.pending = list(waiting)
-        self.response = response
-        self.future = future
-
-    def try_complete(self) -> bool:
-        alive = _alive(self.broker)
-        still = []
-        for p, required, result in self.pending:
-            if self.broker.partition(p.topic, p.index) is not p or p.closed or not p.is_leader:
-                result.update(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, low_watermark=-1)
-                continue
-            lw = low_watermark(p, alive)
-            if lw >= required:
-                result.update(error_code=ErrorCode.NONE, low_watermark=lw)
-            else:
-                still.append((p, required, result))
-        self.pending = still
-        if still:
-            return False
-        return self.force_complete()
-
-    def on_complete(self) -> None:
-        if not self.future.done():
-            self.future.set_result(self.response)
+from workers.delayed import DelayedDeleteRecords, alive_brokers, low_watermark
 
 
 def delete_on_leader(broker, topic: str, idx: int, offset: int) -> tuple[dict, object, int]:
@@ -107,7 +54,7 @@ def delete_on_leader(broker, topic: str, idx: int, offset: int) -> tuple[dict, o
         res["error_code"] = e.code
         return res, None, -1
     broker.fetch_purgatory.check_and_complete(p.key)   # waiters re-check their partition
-    res["low_watermark"] = low_watermark(p, _alive(broker))
+    res["low_watermark"] = low_watermark(p, alive_brokers(broker))
     return res, p, required
 
 

@@ -1,6 +1,8 @@
 """DescribeConfigs (key 32), v0-v4: topic configs (overrides + broker defaults, with
 sources and synonyms) and broker configs (by broker id; "" for the cluster-wide
 dynamic defaults). Resource types: TOPIC 2, BROKER 4, BROKER_LOGGER 8."""
+import logging
+
 from mpbroker import config as configmod
 from mpbroker.protocol.errors import ErrorCode
 
@@ -21,7 +23,6 @@ def describe_resource(broker, rtype: int, name: str, keys, synonyms: bool, docs:
         cfg = broker.controller.broker_config()
         return 0, None, configmod.describe_broker_configs(cfg, name, keys, synonyms, docs)
     if rtype == BROKER_LOGGER:
-        import logging
         if name != str(broker.broker_id):
             return ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}", []
         loggers = ["root"] + sorted(logging.root.manager.loggerDict)

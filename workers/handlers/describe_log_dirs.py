@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 
 from mpbroker.protocol.errors import ErrorCode
+from workers.handlers.alter_replica_log_dirs import future_entries
 
 
 def _dir_key(path: str) -> str:
@@ -63,7 +64,6 @@ def describe(broker, wanted: set | None) -> list[dict]:
             {"partition_index": p.index, "partition_size": log.size_bytes,
              "offset_lag": max(log.high_watermark - log.log_end_offset, 0),
              "is_future_key": False})
-    from workers.handlers.alter_replica_log_dirs import future_entries
     for target, p in future_entries(broker):
         if p.closed or (wanted is not None and (p.topic, p.index) not in wanted):
             continue

@@ -8,7 +8,7 @@ CONCURRENT_TRANSACTIONS, a fenced epoch PRODUCER_FENCED from v2 on and
 INVALID_PRODUCER_EPOCH before. v5 (KIP-890 part 2: the response carries the epoch bumped
 at the end of every transaction) is not served; workers/txn/__init__.py says why.
 Routed to the worker coordinating the transactional id."""
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 
 from workers.handlers._txn import for_version, service
 
@@ -18,4 +18,5 @@ async def handle(broker, ctx, req):
     if txn is not None:
         code = await txn.end_txn(req["transactional_id"], req["producer_id"],
                                  req["producer_epoch"], bool(req["committed"]))
-    return {"throttle_time_ms": 0, "error_code": for_version(K.END_TXN, ctx.api_version, code)}
+    return {"throttle_time_ms": 0,
+            "error_code": for_version(api_keys.END_TXN, ctx.api_version, code)}

@@ -5,10 +5,8 @@ abs(javaStringHashCode(group)) % partitions; the transaction coordinator of a
 transactional id the leader of `__transaction_state` partition
 abs(javaStringHashCode(id)) % transaction.state.log.num.partitions (workers/txn/). Each
 topic is created on first use, as Kafka does. v4+ batches keys (KIP-699)."""
+from mpbroker.metadata.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from mpbroker.protocol.errors import ErrorCode
-
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 
 
 def locate(broker, key: str, key_type: int) -> dict:
@@ -25,7 +23,7 @@ def locate(broker, key: str, key_type: int) -> dict:
             out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
             out["error_message"] = "The transaction coordinator is not running"
             return out
-        topic_name = TXN_TOPIC
+        topic_name = TRANSACTION_STATE_TOPIC
         if not key:
             out["error_code"] = ErrorCode.INVALID_REQUEST
             out["error_message"] = "Transactional id must be a non-empty string"
@@ -54,7 +52,7 @@ def locate(broker, key: str, key_type: int) -> dict:
 def handle(broker, ctx, req):
     """The internal topic is created first when missing (through the controller)."""
     if req.get("key_type", 0) in (0, 1):
-        name = OFFSETS_TOPIC if req.get("key_type", 0) == 0 else TXN_TOPIC
+        name = OFFSETS_TOPIC if req.get("key_type", 0) == 0 else TRANSACTION_STATE_TOPIC
         usable = req.get("key_type", 0) == 0 and broker.groups is not None or \
             getattr(broker, "transactions", None) is not None
         if usable and name not in broker.metadata.topics:

@@ -10,7 +10,7 @@ worker coordinating it and answered by its transaction coordinator
 (`broker.transactions.init_producer_id`, workers/txn/service.py: epoch bump, fencing of
 an ongoing transaction, producer id rotation, KIP-360 checks); its PRODUCER_FENCED
 becomes INVALID_PRODUCER_EPOCH below v4 (`_txn.for_version`)."""
-from mpbroker.protocol import api_keys as K
+from mpbroker.protocol import api_keys
 from mpbroker.protocol.errors import ErrorCode
 
 from workers.handlers._txn import for_version
@@ -24,7 +24,8 @@ async def handle(broker, ctx, req):
             resp["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
             return resp
         resp = await txn.init_producer_id(ctx, req)
-        resp["error_code"] = for_version(K.INIT_PRODUCER_ID, ctx.api_version, resp["error_code"])
+        resp["error_code"] = for_version(api_keys.INIT_PRODUCER_ID, ctx.api_version,
+                                         resp["error_code"])
         return resp
     resp["producer_id"] = await broker.next_producer_id()
     resp["producer_epoch"] = 0

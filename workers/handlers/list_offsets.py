@@ -77,16 +77,14 @@ def handle(broker, ctx, req):
             res = {"partition_index": idx, "error_code": 0, "old_style_offsets": [],
                    "timestamp": -1, "offset": -1, "leader_epoch": -1}
             p = broker.partition(t["name"], idx)
-            cur_epoch = rp.get("current_leader_epoch", -1)
             if (t["name"], idx) in dupes:
                 res["error_code"] = ErrorCode.INVALID_REQUEST
             elif timestamp_unsupported(rp["timestamp"], version):
                 res["error_code"] = ErrorCode.UNSUPPORTED_VERSION
             elif p is None:
                 res["error_code"] = broker.partition_error(t["name"], idx)
-            elif cur_epoch >= 0 and cur_epoch != p.leader_epoch:
-                res["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if cur_epoch < p.leader_epoch
-                                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            elif fenced := p.leader_epoch_error(rp.get("current_leader_epoch", -1)):
+                res["error_code"] = fenced
             else:
                 try:
                     ts, off, epoch = lookup(p, rp["timestamp"], isolation)

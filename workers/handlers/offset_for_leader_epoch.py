@@ -2,7 +2,6 @@
 the next larger epoch, or the log end offset for the current one), from the leader-epoch
 cache. Consumers use it to detect truncation after a leader change (KIP-320), followers
 to truncate after failover."""
-from mpbroker.protocol.errors import ErrorCode
 
 
 def handle(broker, ctx, req):
@@ -13,12 +12,10 @@ def handle(broker, ctx, req):
             idx = rp["partition"]
             res = {"error_code": 0, "partition": idx, "leader_epoch": -1, "end_offset": -1}
             p = broker.partition(t["topic"], idx)
-            cur = rp.get("current_leader_epoch", -1)
             if p is None:
                 res["error_code"] = broker.partition_error(t["topic"], idx)
-            elif cur >= 0 and cur != p.leader_epoch:
-                res["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if cur < p.leader_epoch
-                                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            elif fenced := p.leader_epoch_error(rp.get("current_leader_epoch", -1)):
+                res["error_code"] = fenced
             else:
                 epoch, end = p.log.end_offset_for_epoch(rp["leader_epoch"])
                 res["leader_epoch"], res["end_offset"] = epoch, end

@@ -3,8 +3,8 @@
 Per partition: validate and append the batch to the owner's log (offsets assigned in
 place, CRC checked, idempotent producer state checked), then answer according to acks:
 0 no response at all, 1 once the leader appended, -1 once the high watermark covers the
-batch (a DelayedProduce in the produce purgatory, expired after `timeout_ms` with
-REQUEST_TIMED_OUT). Errors are per partition; the request never fails as a whole except
+batch (a DelayedProduce, workers/delayed.py, in the produce purgatory, expired after
+`timeout_ms` with REQUEST_TIMED_OUT). Errors are per partition; the request never fails as a whole except
 for bad acks (INVALID_REQUIRED_ACKS on every partition).
 
 Record formats (storage/convert.py): v0-v2 may carry magic 0/1 message sets, converted
@@ -28,7 +28,6 @@ transaction on the partition (storage/producer_state.py).
 from __future__ import annotations
 
 import asyncio
-import inspect
 
 from mpbroker.protocol.errors import ErrorCode
 from mpbroker.metadata.model import INTERNAL_TOPICS
@@ -36,8 +35,8 @@ from storage import convert
 from storage import errors as serr
 from storage.batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK, RecordBatch, batch_magic
 
-from workers.purgatory import DelayedOperation
-
+from workers.answers import later, settle
+from workers.delayed import DelayedProduce
 
 
 def _partition_result(index, error_code, base_offset=-1, log_append_time_ms=-1,
@@ -81,38 +80,6 @@ def append_one(broker, topic: str, index: int, records, version: int, transactio
                               info.log_append_time_ms, info.log_start_offset), p, info.last_offset)
 
 
-class DelayedProduce(DelayedOperation):
-    """acks=-1: done when every partition's high watermark passed its last offset (or
-    the partition is no longer led here: NOT_LEADER_OR_FOLLOWER); a partition whose
-    maximal ISR shrank below min.insync.replicas meanwhile answers
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND, one that timed out REQUEST_TIMED_OUT."""
-
-    def __init__(self, delay_ms: int, waiting: list, response: dict, future: asyncio.Future):
-        super().__init__(delay_ms)
-        self.waiting = waiting  # [(partition, last_offset, result dict)]
-        self.response = response
-        self.future = future
-
-    def try_complete(self) -> bool:
-        for p, last_offset, _ in self.waiting:
-            if p.high_watermark <= last_offset and not p.closed and p.is_leader:
-                return False
-        return self.force_complete()
-
-    def on_expiration(self) -> None:
-        pass  # on_complete already marked the partitions that did not make it
-
-    def on_complete(self) -> None:
-        for p, last_offset, result in self.waiting:
-            if not p.is_leader or (p.closed and p.high_watermark <= last_offset):
-                result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif p.high_watermark <= last_offset:
-                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-            elif p.replicated and len(p.maximal_isr) < p.min_isr:
-                result["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        if not self.future.done():
-            self.future.set_result(self.response)
-
 def transactional_batch(records) -> tuple[int, int] | None:
     """(producer id, producer epoch) when `records` start with a transactional v2 batch."""
     try:
@@ -151,18 +118,17 @@ def _txn_checks(broker, req) -> dict:
 
 def handle(broker, ctx, req):
     checks = _txn_checks(broker, req)
-    if not any(inspect.isawaitable(c) for c in checks.values()):
+    if not any(later(c) for c in checks.values()):
         return _produce(broker, ctx, req, checks)
 
     async def verified():
         codes = {}
         for key, c in checks.items():
             try:
-                codes[key] = (await c) if inspect.isawaitable(c) else c
+                codes[key] = await settle(c)
             except Exception:
                 codes[key] = ErrorCode.UNKNOWN_SERVER_ERROR
-        result = _produce(broker, ctx, req, codes)
-        return (await result) if inspect.isawaitable(result) else result
+        return await settle(_produce(broker, ctx, req, codes))
     return verified()
 
 

@@ -10,12 +10,10 @@ AddOffsetsToTxn put that partition in the producer's ongoing transaction at this
 otherwise INVALID_TXN_STATE, or INVALID_PRODUCER_EPOCH for a fenced epoch (never
 PRODUCER_FENCED, at any version, as in Kafka), for every partition, and retriable
 coordinator states COORDINATOR_LOAD_IN_PROGRESS."""
-import inspect
-
+from mpbroker.metadata.model import OFFSETS_TOPIC
 from mpbroker.protocol.errors import ErrorCode
+from workers.answers import settle
 from workers.handlers._groups import call_for_known_partitions, coordinator
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def _all(topics, code_of) -> dict:
@@ -38,8 +36,7 @@ async def handle(broker, ctx, req):
                                                   True):
         code = verifier(req["transactional_id"], req["producer_id"], req["producer_epoch"],
                         OFFSETS_TOPIC, broker.groups.partition_for(req["group_id"]))
-        if inspect.isawaitable(code):
-            code = await code
+        code = await settle(code)
         if code == ErrorCode.NOT_ENOUGH_REPLICAS:
             code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if code:
@@ -47,7 +44,5 @@ async def handle(broker, ctx, req):
         coord, err = coordinator(broker, req["group_id"])
         if coord is None:
             return _all(topics, lambda *_: err)
-    result = call_for_known_partitions(broker, coord.txn_offset_commit, req, ctx.api_version)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+    return await settle(call_for_known_partitions(broker, coord.txn_offset_commit, req,
+                                                  ctx.api_version))

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import asyncio
 
+from mpbroker.metadata.model import OFFSETS_TOPIC
 from mpbroker.protocol.errors import ErrorCode
 
-from workers.handlers.produce import DelayedProduce
+from workers.delayed import DelayedProduce
 
-OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_TIMEOUT_MS = 30_000
 
 

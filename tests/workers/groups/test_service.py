@@ -1,4 +1,4 @@
-"""GroupService (workers/groups/service.py) inside one real worker: a real Broker with the
+"""GroupService (workers/groups/service.py) inside one real worker: a real Worker with the
 embedded controller and real logs in a temporary directory (no network, no mocks of our
 components). Covers what client tests cannot stage: the background load in chunks
 (COORDINATOR_LOAD_IN_PROGRESS while it runs), a load that fails and starts over, a
@@ -13,7 +13,7 @@ from mpbroker.controller.embedded import EmbeddedController
 from storage import errors as serr
 from storage.batch import iter_batches
 from workers import coordinator_log
-from workers.broker import Broker
+from workers.worker import Worker
 from workers.groups import errors
 from workers.groups.coordinator import ACTIVE, LOADING
 
@@ -29,7 +29,7 @@ def make_broker(tmp_path, **overrides):
     cfg = configmod.BrokerConfig.from_text(text, [f"{k}={v}" for k, v in overrides.items()])
     ctl = EmbeddedController(cfg)
     ctl.register_broker(1, "127.0.0.1", 9092)
-    b = Broker(cfg, ctl)
+    b = Worker(cfg, ctl)
     ctl.attach_worker(b)
     b.start(asyncio.get_running_loop())
     return b, ctl

@@ -13,7 +13,7 @@ from mpbroker import config as configmod
 from mpbroker.controller.embedded import EmbeddedController
 from mpbroker.protocol.errors import ErrorCode as E
 from storage.batch import iter_batches
-from workers.broker import Broker
+from workers.worker import Worker
 from workers.txn import records as rec
 from workers.txn import state as S
 
@@ -36,7 +36,7 @@ def make_broker(tmp_path, clock, **overrides):
     cfg = configmod.BrokerConfig.from_text(text, [f"{k}={v}" for k, v in overrides.items()])
     ctl = EmbeddedController(cfg)
     ctl.register_broker(1, "127.0.0.1", 9092)
-    b = Broker(cfg, ctl, clock=clock)
+    b = Worker(cfg, ctl, clock=clock)
     ctl.attach_worker(b)
     b.start(asyncio.get_running_loop())
     return b, ctl

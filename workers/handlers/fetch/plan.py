@@ -1,23 +1,17 @@
-"""Fetch (key 1), v0-v17.
+"""A Fetch's reads: which partitions a request names, and the plan that reads them
+and builds the response (Kafka's ReplicaManager.readFromLog and the response of
+fetchMessages).
 
-Flow (Kafka's ReplicaManager.fetchMessages):
-1. Resolve the fetch session context (workers/fetch_session.py): which partitions this
-   request reads, and whether the response is incremental.
-2. Read every partition once: at most `partition_max_bytes` each and `max_bytes` in all;
-   the first partition that returns data returns at least one whole batch even if it
-   is larger than the limits (so a big batch can never block a consumer).
-3. Answer now if the timeout is 0, if `min_bytes` is reached, if any partition has an
-   error, or if no partition was asked for; otherwise park a DelayedFetch in the fetch
-   purgatory, watching every partition read. Appends call `check_and_complete(key)`;
-   the operation completes once the bytes appended since it started reach `min_bytes`
-   (or a watched partition went away), or when `max_wait_ms` expires, and then reads
-   again.
+`FetchPlan.read_all` reads every partition once: at most `partition_max_bytes` each and
+`max_bytes` in all; the first partition that returns data returns at least one whole
+batch even if it is larger than the limits (so a big batch can never block a consumer).
+`PartPlan` is one worker's share of a Fetch split across workers (fanout.py); `park`
+puts a plan in the fetch purgatory (DelayedFetch, workers/delayed.py).
 
 Isolation (v4+): read_uncommitted reads up to the high watermark; read_committed
 (`isolation_level=1`) up to the last stable offset and gets `aborted_transactions`
 (producer id, first offset) for the returned range (storage/txn_index.py); both get
-`last_stable_offset`.  A parked read_committed fetch counts appended bytes only once
-the LSO moved past where it was when it parked (COMMIT/ABORT markers wake it).
+`last_stable_offset`.
 
 Record data is never copied for v4+: a partition's `records` is a list of FileSlices
 sent with sendfile by the connection. v0-v3 fetchers read magic 0/1 message sets: the
@@ -35,13 +29,13 @@ from storage import convert
 from storage import errors as serr
 
 from storage.slices import FileSlice
-from workers.fetch_session import CachedPartition
-from workers.purgatory import DelayedOperation
+from workers.delayed import DelayedFetch
+from workers.fetch_session import CachedPartition, FetchContext
 
 ZERO_UUID = bytes(16)
 
 
-def _requested_partitions(broker, req, version) -> tuple[list[CachedPartition], list, dict]:
+def requested_partitions(broker, req, version) -> tuple[list[CachedPartition], list, dict]:
     """The partitions named in the request, the forgotten ones, and unknown topic ids."""
     requested, unknown_ids = [], {}
     for t in req["topics"]:
@@ -68,13 +62,13 @@ def _requested_partitions(broker, req, version) -> tuple[list[CachedPartition], 
     return requested, forgotten, unknown_ids
 
 
-def _replica_id(req) -> int:
+def replica_id(req) -> int:
     """The fetching replica (v15+ in `replica_state`), -1 for a consumer."""
     replica = req.get("replica_state") or {}
     return req.get("replica_id", replica.get("replica_id", -1))
 
 
-def _records_size(records) -> int:
+def records_size(records) -> int:
     if not records:
         return 0
     return sum(c.length if isinstance(c, FileSlice) else len(c) for c in records)
@@ -105,7 +99,7 @@ class FetchPlan:
         self.isolation_level = req.get("isolation_level", 0)
         self.min_bytes = req["min_bytes"]
         self.max_wait_ms = req["max_wait_ms"]
-        self.replica_id = _replica_id(req)
+        self.replica_id = replica_id(req)
 
     def read_all(self) -> tuple[list, int, bool]:
         """Returns ([(cp, partition dict)], bytes read, any error)."""
@@ -113,7 +107,7 @@ class FetchPlan:
         budget = self.max_bytes
         for cp in self.fctx.partitions:
             data = self._read_one(cp, budget, min_one=(total == 0))
-            size = _records_size(data["records"])
+            size = records_size(data["records"])
             total += size
             budget = max(0, budget - size)
             any_error = any_error or data["error_code"] != 0 or "diverging_epoch" in data
@@ -140,9 +134,9 @@ class FetchPlan:
         data["high_watermark"] = p.high_watermark
         data["last_stable_offset"] = p.last_stable_offset
         data["log_start_offset"] = p.log_start_offset
-        if cp.current_leader_epoch >= 0 and cp.current_leader_epoch != p.leader_epoch:
-            data["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if cp.current_leader_epoch < p.leader_epoch
-                                  else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        fenced = p.leader_epoch_error(cp.current_leader_epoch)
+        if fenced:
+            data["error_code"] = fenced
             return data
         if convert.fetch_zstd_refused(p.log.config, self.version):
             data["error_code"] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
@@ -194,7 +188,7 @@ class FetchPlan:
             data["error_code"] = e.code
             data["records"] = b""  # empty, never null: librdkafka rejects size -1 here
             return data
-        p.bytes_out += _records_size(data["records"])
+        p.bytes_out += records_size(data["records"])
         return data
 
     def response(self, results) -> dict:
@@ -224,66 +218,24 @@ class FetchPlan:
                 "responses": responses}
 
 
-class DelayedFetch(DelayedOperation):
-    def __init__(self, plan: FetchPlan, future: asyncio.Future):
-        super().__init__(plan.max_wait_ms)
-        self.plan = plan
-        self.future = future
-        broker = plan.broker
-        self.start_bytes = {}
-        # read_committed: only data below the LSO counts, so bytes appended count once
-        # the LSO moved (a COMMIT/ABORT marker, or non-transactional data with no open
-        # transaction), not while a transaction is open.
-        self.committed = plan.isolation_level == 1
-        self.start_lso = {}
-        # followers wait for appended bytes, consumers for committed ones (the HW moved)
-        self.counter = "bytes_appended" if plan.replica_id >= 0 else "bytes_committed"
-        for cp in plan.fctx.partitions:
-            p = broker.partition(cp.topic, cp.partition)
-            self.start_bytes[(cp.topic, cp.partition)] = getattr(p, self.counter) if p else 0
-            if self.committed:
-                self.start_lso[(cp.topic, cp.partition)] = p.last_stable_offset if p else -1
+class PartPlan(FetchPlan):
+    """A FetchPlan over one worker's share of a Fetch (`cps`, sessionless) whose
+    `response` is the raw [(CachedPartition, partition dict)] list: the front
+    (fanout.py) assembles the client's response from every worker's share."""
 
-    def try_complete(self) -> bool:
-        broker = self.plan.broker
-        accumulated = 0
-        for key, start in self.start_bytes.items():
-            p = broker.partition(*key)
-            if p is None or p.closed:
-                return self.force_complete()
-            if self.committed and p.last_stable_offset <= self.start_lso[key]:
-                continue
-            accumulated += getattr(p, self.counter) - start
-            if accumulated >= self.plan.min_bytes:
-                return self.force_complete()
-        return False
+    def __init__(self, broker, ctx, req, cps: list):
+        super().__init__(broker, ctx, req, FetchContext(cps, None, incremental=False), {})
 
-    def on_expiration(self) -> None:
-        pass
-
-    def on_complete(self) -> None:
-        if self.future.done():
-            return
-        results, _, _ = self.plan.read_all()
-        self.future.set_result(self.plan.response(results))
+    def response(self, results):
+        return results
 
 
-def handle(broker, ctx, req):
-    version = ctx.api_version
-    requested, forgotten, unknown_ids = _requested_partitions(broker, req, version)
-    fctx = broker.fetch_sessions.new_context(
-        req.get("session_id", 0), req.get("session_epoch", -1), requested, forgotten,
-        is_follower=_replica_id(req) >= 0, uses_topic_ids=version >= 13)
-    plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
-    if fctx.error_code:
-        return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
-                "responses": []}
-    results, total, any_error = plan.read_all()
-    if (plan.max_wait_ms <= 0 or not fctx.partitions or total >= plan.min_bytes or any_error
-            or unknown_ids):
-        return plan.response(results)
+def park(plan: FetchPlan) -> tuple[asyncio.Future, DelayedFetch]:
+    """Park `plan` in the fetch purgatory, watching every partition it reads: the
+    future resolves to `plan.response(...)` of a read once `min_bytes` arrived, a
+    watched partition went away, or `max_wait_ms` expired (workers/delayed.py)."""
     future = asyncio.get_running_loop().create_future()
     op = DelayedFetch(plan, future)
-    keys = list(op.start_bytes)
-    broker.fetch_purgatory.try_complete_else_watch(op, keys)
-    return future
+    plan.broker.fetch_purgatory.try_complete_else_watch(op, list(op.start_bytes))
+    return future, op
+

@@ -1,4 +1,4 @@
-"""workers/broker.py's storage-error paths: a full disk is not a failed log dir, a
+"""workers/worker.py's storage-error paths: a full disk is not a failed log dir, a
 failed one goes offline while the others serve."""
 from __future__ import annotations
 

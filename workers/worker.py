@@ -18,7 +18,7 @@ A worker owns (ARCHITECTURE §1):
 
 Log dirs (`log.dirs`, Kafka's LogManager + LogDirFailureChannel): a partition's log is
 in whichever dir holds `<topic>-<p>`, a new one goes to the healthy dir with the fewest
-partitions.  Storage errors come from the partitions (`_on_storage_error`): a full
+partitions.  Storage errors come from the partitions (`on_storage_error`): a full
 disk is logged once and the partition answers KAFKA_STORAGE_ERROR until an append
 succeeds again (a log that could not even be opened is retried by housekeeping); any
 other error fails the dir (`fail_log_dir`): its partitions on this worker are closed
@@ -26,8 +26,11 @@ and answer KAFKA_STORAGE_ERROR (`partition_error`) until a restart finds the dir
 usable; with no dir left the worker stops and exits LOG_DIR_FAILURE_EXIT (4), on which
 the supervisor stops the broker (exit 1).  `shutdown` returns the exit code: non-zero
 when a partition did not close cleanly (a stop's exit code says so).  In cluster mode
-the offline replicas are reported to the controller (`_report_offline` ->
+the offline replicas are reported to the controller (`report_offline` ->
 `log_dir_failed`, mpbroker/controller/zk.py), which moves their leadership away.
+
+The periodic work of the logs is workers/housekeeping.py; what is on disk in the log
+dirs (stray logs, where a new partition goes) workers/log_dirs.py.
 
 Cluster-scoped changes (create/delete topics, partitions, configs, producer id blocks)
 go to the controller through `self.controller`, an object handed in by the process
@@ -38,66 +41,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
-import shutil
 import time
-import uuid
 import weakref
 from typing import Callable
 
 from mpbroker import config as configmod
-from mpbroker.metadata.model import ClusterMetadata, uuid_from_str, uuid_to_str
+from mpbroker.metadata.model import (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterMetadata,
+                                     uuid_to_str)
+from mpbroker.protocol.errors import ErrorCode
 from storage.errors import DISK_FULL_ERRNOS, KafkaStorageError
-from storage.cleaner import CleanerManager, map_entries_for
 from storage.checkpoint import fsync_dir
-from storage.log import PARTITION_METADATA_FILE, Log, LogConfig
+from storage.log import Log, LogConfig
 
+from workers import housekeeping, log_dirs, metrics
 from workers.fetch_session import FetchSessionCache
+from workers.groups.service import GroupService
+from workers.handlers.alter_replica_log_dirs import complete_future
 from workers.loop_timer import LoopTimer
 from workers.partition import Partition
 from workers.placement import PlacementTable
 from workers.purgatory import Purgatory
 from workers.replication import ReplicaManager
 from workers.timing_wheel import Timer
+from workers.txn.service import TransactionService, TxnVerifier
 
 log = logging.getLogger(__name__)
 
 LOG_DIR_FAILURE_EXIT = 4    # every log dir failed: the supervisor stops the broker
 UNCLEAN_SHUTDOWN_EXIT = 1   # a stop that left partitions not closed cleanly
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_TOPIC = "__transaction_state"
-CLEAN_SLICES = 10           # compaction slices of 5 ms per housekeeping tick (of 1 s)
 OPEN_CHUNK = 64             # new logs opened per turn of the loop (`_open_pending`),
 OPEN_SLICE_S = 0.05         # or fewer when these seconds went by (a slow disk)
-# <topic>-<partition>, or <topic>-<partition>.<uuid>-delete (being deleted)
-PARTITION_DIR = re.compile(r"([a-zA-Z0-9._-]+)-(\d+)(\.[0-9a-f]{32}-delete)?\Z")
-
-
-def stored_topic_id(path: str) -> bytes | None:
-    """The topic id in `<path>/partition.metadata` (storage/log.py's format), if any."""
-    try:
-        with open(os.path.join(path, PARTITION_METADATA_FILE), encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "topic_id":
-                    return uuid_from_str(value.strip())
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def _usable(log_dir: str) -> bool:
-    """A probe of a log dir: a file can be created there (or the disk is only full)."""
-    probe = os.path.join(log_dir, f".mpbroker-probe-{os.getpid()}")
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT, 0o644)
-        os.close(fd)
-        os.unlink(probe)
-        return True
-    except OSError as e:
-        return e.errno in DISK_FULL_ERRNOS
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -106,7 +79,7 @@ def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class Broker:
+class Worker:
     """`clock` (epoch ms, wall clock) stamps records and drives what Kafka times by the
     wall clock (segment.ms, retention, ISR lag, group and producer expiry);
     `timer_clock` (monotonic ms, like Kafka's SystemTimer on System.nanoTime) drives the
@@ -141,7 +114,7 @@ class Broker:
         self.listener_host = "127.0.0.1"
         self.listener_port = 0
         self._background: list[asyncio.Task] = []
-        self._cleaners = self._cleaner_manager(config)
+        self.cleaners = housekeeping.cleaner_manager(config)
         # Placement (workers/placement.py): one worker owns everything until the
         # controller pushes the shard table; `router` (workers/router.py) is set by the
         # process that builds the mesh (workers/main.py run_worker).
@@ -178,14 +151,7 @@ class Broker:
         self.loop_timer = LoopTimer(self.timer, loop)
         if self.router is not None:
             self.router.start(loop)
-        try:
-            from workers.groups.service import GroupService
-        except ImportError:
-            GroupService = None
-        if GroupService is not None:
-            self.groups = GroupService(self)
-        from workers.txn.service import TransactionService
-        from workers.txn.verifier import TxnVerifier
+        self.groups = GroupService(self)
         self.transactions = TransactionService(self)
         self.txn_verifier = TxnVerifier(self)
         # The logs there are at start open before the worker says it is ready (Kafka's
@@ -195,7 +161,7 @@ class Broker:
             self.apply_metadata(self.controller.metadata())
         finally:
             self._open_all = False
-        self._background.append(loop.create_task(self._housekeeping()))
+        self._background.append(loop.create_task(housekeeping.run(self)))
 
     def shutdown(self) -> None:
         for t in self._background:
@@ -229,89 +195,12 @@ class Broker:
             self.exit_code = self.exit_code or UNCLEAN_SHUTDOWN_EXIT
         return self.exit_code
 
-    async def _housekeeping(self) -> None:
-        """The periodic work of the owned logs, on the worker's loop (KafkaScheduler's
-        jobs): flush.ms, segment.ms rolls, retention, recovery-point checkpoints,
-        producer-id expiry, deleting files renamed `.deleted`, and compaction of
-        compacted topics in slices of a few ms so appends never wait long."""
-        cfg = self.config
-        tick_ms = min(cfg.get("log.flush.scheduler.interval.ms", 1000) or 1000, 1000)
-        every = {"retention": cfg.get("log.retention.check.interval.ms", 300000),
-                 "checkpoint": cfg.get("log.flush.offset.checkpoint.interval.ms", 60000),
-                 "producers": cfg.get("producer.id.expiration.check.interval.ms", 600000)}
-        last = {k: self.clock() for k in every}
-        while True:
-            await asyncio.sleep(tick_ms / 1000)
-            now = self.clock()
-            due = {k for k, ms in every.items() if ms > 0 and now - last[k] >= ms}
-            for k in due:
-                last[k] = now
-            self.retry_opens()
-            self._report_offline()          # again, if the controller could not be told
-            for p in list(self.partitions.values()) + list(self.followers.values()):
-                if p.closed or p.moving:    # a replica moving between log dirs is left alone
-                    continue
-                try:
-                    self._housekeep_partition(p, now, due)
-                except Exception:
-                    log.exception("housekeeping of %s-%d", p.topic, p.index)
-                await asyncio.sleep(0)  # let requests in between partitions
-            await self._clean_logs(now)
-            try:
-                self.replication.check_isr(now)       # replica.lag.time.max.ms
-            except Exception:
-                log.exception("ISR check")
-
     def retry_opens(self) -> None:
         """Open again the logs that could not be opened for want of space (a full
         disk is not a failed dir: the broker serves them once there is room)."""
         if self._reopen_pending and self.metadata is not None:
             self._reopen_pending = False      # set again when there is still no room
             self._reconcile(self.metadata)
-
-    def _housekeep_partition(self, p: Partition, now: int, due: set) -> None:
-        try:
-            self._housekeep_log(p, now, due)
-        except (OSError, KafkaStorageError) as e:
-            err = e if isinstance(e, KafkaStorageError) else \
-                KafkaStorageError.from_os_error(f"housekeeping of {p.log.dir}", e)
-            self._on_storage_error(p, err)
-
-    def _housekeep_log(self, p: Partition, now: int, due: set) -> None:
-        lg = p.log
-        lg.maybe_flush(now)
-        lg.maybe_roll(now)
-        lg.delete_expired_files(now)
-        if "retention" in due and lg.config.delete:
-            lg.enforce_retention(now)
-            p._check()
-        if "checkpoint" in due:
-            lg.checkpoint()
-        if "producers" in due:
-            lg.producer_state.remove_expired_producers(now)
-
-    @staticmethod
-    def _cleaner_manager(cfg) -> CleanerManager:
-        """Compaction of this worker's logs (storage/cleaner.py): the worker's share of
-        `log.cleaner.dedupe.buffer.size` (split evenly between the workers, as Kafka
-        splits it between its cleaner threads) bounds the one offset map alive."""
-        workers = max(1, getattr(cfg, "num_workers", None) or os.cpu_count() or 1)
-        share = cfg.get("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024) // workers
-        return CleanerManager(
-            max_map_entries=map_entries_for(
-                share, cfg.get("log.cleaner.io.buffer.load.factor", 0.9)),
-            backoff_ms=cfg.get("log.cleaner.backoff.ms", 15000),
-            enabled=bool(cfg.get("log.cleaner.enable", True)))
-
-    async def _clean_logs(self, now: int) -> None:
-        """Compaction slices of 5 ms, the loop let in between, at most CLEAN_SLICES per
-        tick: a pass never holds the worker long, and costs it at most ~5%."""
-        for _ in range(CLEAN_SLICES):
-            logs = {p.key: p.log for p in list(self.partitions.values()) +
-                    list(self.followers.values()) if not p.closed and not p.moving}
-            if not self._cleaners.step(logs, now, budget_ms=5):
-                return
-            await asyncio.sleep(0)
 
     # ---------------------------------------------------------------- metadata
     def owns(self, topic: str, index: int) -> bool:
@@ -347,34 +236,7 @@ class Broker:
     def stats(self) -> dict:
         """What `mpbroker placement show` reports of this worker (counters; the caller
         takes two samples and divides)."""
-        parts = {}
-        bin_, bout = self.retired_bytes
-        for (t, i), p in self.partitions.items():
-            parts[f"{t}-{i}"] = {"topic": t, "partition": i, "bytes_in": p.bytes_in,
-                                 "bytes_out": p.bytes_out, "messages_in": p.messages_in,
-                                 "size": p.log.size_bytes}
-            bin_ += p.bytes_in
-            bout += p.bytes_out
-        times = os.times()
-        try:
-            core = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            core = []
-        r = self.router
-        return {"worker": self.worker_id, "pid": os.getpid(), "cores": core,
-                "placement_revision": self.placement.revision,
-                "partitions": parts, "bytes_in": bin_, "bytes_out": bout,
-                "requests": self.requests_total, "requests_served": self.requests_served,
-                "forwarded": r.forwarded if r else 0,
-                "cpu_s": times.user + times.system, "time": time.monotonic(),
-                "purgatory": {"produce": len(self.produce_purgatory),
-                              "fetch": len(self.fetch_purgatory),
-                              "delete_records": len(self.delete_records_purgatory)},
-                "fetch_sessions": len(self.fetch_sessions),
-                "connections": [{"client_id": getattr(c, "client_id", None),
-                                 "peer": c.client_host, "bytes_in": c.bytes_in,
-                                 "bytes_out": c.bytes_out}
-                                for c in list(self.clients) if not c.closed]}
+        return metrics.placement_stats(self)
 
     def apply_metadata(self, md: ClusterMetadata) -> None:
         if self.metadata is not None and md.epoch <= self.metadata.epoch:
@@ -447,7 +309,7 @@ class Broker:
                     self._remove_hosted(p, delete=gone and key not in stopped)
                 except Exception:
                     log.exception("closing %s-%d", *key)
-        self._report_offline()
+        self.report_offline()
         if cluster and self._strays_checked != self.placement.revision:
             self._strays_checked = self.placement.revision
             self._delete_strays(live | stopped)
@@ -582,43 +444,8 @@ class Broker:
         such stray logs); and `-delete` directories a crash left behind."""
         for d in self.log_dirs:
             if d not in self.offline_dirs:
-                self._delete_strays_in(d, hosted)
-
-    def _delete_strays_in(self, log_dir: str, hosted: set) -> None:
-        try:
-            names = os.listdir(log_dir)
-        except OSError:
-            return
-        for name in names:
-            m = PARTITION_DIR.match(name)
-            if m is None:
-                continue
-            key = (m.group(1), int(m.group(2)))
-            path = os.path.join(log_dir, name)
-            if not self.owns(*key) or not os.path.isdir(path):
-                continue
-            if not m.group(3):
-                if key in hosted:
-                    continue
-                if not os.path.exists(os.path.join(path, PARTITION_METADATA_FILE)):
-                    continue          # not a log this broker wrote in cluster mode
-                log.warning("%s: a stray log (its topic partition is not this broker's): deleting it",
-                            path)
-            self._delete_dir(path)
-
-    @staticmethod
-    def _delete_dir(path: str) -> None:
-        """Rename to `<dir>.<uuid>-delete` first (Kafka's naming), so that a crash
-        midway leaves no half-deleted log under the partition's name, then remove."""
-        if not path.endswith("-delete"):
-            target = f"{path}.{uuid.uuid4().hex}-delete"
-            try:
-                os.rename(path, target)
-            except OSError as e:
-                log.warning("renaming %s: %s", path, e)
-                return
-            path = target
-        shutil.rmtree(path, ignore_errors=True)
+                for path in log_dirs.strays(d, self.owns, hosted):
+                    log_dirs.delete_dir(path)
 
     def _become_leader(self, p: Partition, state, new: bool, now: int) -> None:
         """makeLeader: a new leader epoch (epoch cache entry at the log end), follower
@@ -643,9 +470,9 @@ class Broker:
         if new or was_follower:
             if p.topic == OFFSETS_TOPIC and self.groups:
                 self.groups.became_coordinator(p)
-            if p.topic == TRANSACTION_TOPIC and self.transactions:
+            if p.topic == TRANSACTION_STATE_TOPIC and self.transactions:
                 self.transactions.became_coordinator(p)
-        elif new_epoch and p.topic == TRANSACTION_TOPIC and self.transactions:
+        elif new_epoch and p.topic == TRANSACTION_STATE_TOPIC and self.transactions:
             self.transactions.became_coordinator(p)  # a new coordinator epoch
         if moved and not new:
             self.replication.hw_changed(p)
@@ -672,7 +499,7 @@ class Broker:
     def _resign(self, p: Partition) -> None:
         if p.topic == OFFSETS_TOPIC and self.groups:
             self.groups.resigned_coordinator(p)
-        if p.topic == TRANSACTION_TOPIC and self.transactions:
+        if p.topic == TRANSACTION_STATE_TOPIC and self.transactions:
             self.transactions.resigned_coordinator(p)
 
     def _remove_hosted(self, p: Partition, delete: bool) -> None:
@@ -706,42 +533,18 @@ class Broker:
         In no dir, a completed `-future` copy of a move a crash cut short is it
         (workers/handlers/alter_replica_log_dirs.py)."""
         name = f"{topic}-{index}"
-        unknown = None
-        for d in self.log_dirs:
-            try:
-                os.stat(os.path.join(d, name))
-                return os.path.join(d, name)
-            except FileNotFoundError:
-                continue
-            except OSError as e:
-                unknown = (d, e)
+        found, unknown = log_dirs.existing(self.log_dirs, name)
+        if found is not None:
+            return found
         if unknown is not None:
             self.offline_partitions[(topic, index)] = unknown[0]
             raise KafkaStorageError(f"{name}: log dir {unknown[0]} failed: {unknown[1]}")
-        from workers.handlers.alter_replica_log_dirs import complete_future
         moved = complete_future(self.log_dirs, name)    # a move interrupted by a crash
         if moved is not None:
             return moved
         healthy = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
-        if len(healthy) == 1:
-            return os.path.join(healthy[0], name)
-        counts = self._dir_counts      # a chunk of opens counts each dir once
-        if counts is None:
-            return os.path.join(min(healthy, key=self._partitions_in), name)
-        for d in healthy:
-            if d not in counts:
-                counts[d] = self._partitions_in(d)
-        chosen = min(healthy, key=counts.__getitem__)
-        counts[chosen] += 1
-        return os.path.join(chosen, name)
-
-    @staticmethod
-    def _partitions_in(log_dir: str) -> int:
-        try:
-            return sum(1 for n in os.listdir(log_dir)
-                       if (m := PARTITION_DIR.match(n)) is not None and not m.group(3))
-        except OSError:
-            return 1 << 62
+        # a chunk of opens counts each dir once (`_dir_counts`)
+        return os.path.join(log_dirs.least_used(healthy, self._dir_counts), name)
 
     def _open_partition(self, topic, index: int, state) -> Partition:
         path = self.partition_dir(topic.name, index)
@@ -755,23 +558,23 @@ class Broker:
             raise
 
     def _open_log(self, topic, index: int, state, path: str) -> Partition:
-        stored = stored_topic_id(path)
+        stored = log_dirs.stored_topic_id(path)
         if stored is not None and topic.topic_id is not None and stored != topic.topic_id:
             # a log of an earlier topic of that name (deleted while this broker was down)
             log.warning("%s belongs to topic id %s, not %s's %s: deleting the stray log", path,
                         uuid_to_str(stored), topic.name, uuid_to_str(topic.topic_id))
-            self._delete_dir(path)
+            log_dirs.delete_dir(path)
         lg = Log.open(path, self.log_config(topic.configs), clock=self.clock,
                       topic_id=topic.topic_id, sync_parent=False)
         if lg.created:
             self._unsynced_dirs.add(os.path.dirname(path))    # `_sync_new_dirs`
         p = Partition(topic.name, index, topic.topic_id, lg, leader_epoch=state.leader_epoch,
                       leader_id=state.leader, replicated=len(state.replicas) > 1)
-        p.on_storage_error = self._on_storage_error
+        p.on_storage_error = self.on_storage_error
         return p
 
     # ---------------------------------------------------------------- storage errors
-    def _on_storage_error(self, p: Partition, e: KafkaStorageError | None) -> None:
+    def on_storage_error(self, p: Partition, e: KafkaStorageError | None) -> None:
         """A partition's log failed (Kafka's LogDirFailureChannel).  A full disk is not
         a failed dir: the append was undone, the partition answers KAFKA_STORAGE_ERROR
         and serves again by itself once there is room (logged once each way).  Any
@@ -788,7 +591,7 @@ class Broker:
         else:
             self.fail_log_dir(os.path.dirname(p.log.dir), e)
 
-    def _report_offline(self) -> None:
+    def report_offline(self) -> None:
         """Cluster mode: tell the controller which replicas are in failed log dirs, so
         that their leadership moves to another replica (ZkController.log_dir_failed)."""
         if not self.config.get("zookeeper.connect"):
@@ -836,12 +639,12 @@ class Broker:
                     p.log.close(clean=False)
                 except Exception:
                     pass
-                self._cleaners.forget(key)
+                self.cleaners.forget(key)
                 self.fetch_purgatory.check_and_complete(key)
                 self.produce_purgatory.check_and_complete(key)
                 closed += 1
-        left = [d for d in self.log_dirs if d not in self.offline_dirs and _usable(d)]
-        self._report_offline()
+        left = [d for d in self.log_dirs if d not in self.offline_dirs and log_dirs.usable(d)]
+        self.report_offline()
         if left:
             log.error("log dir %s failed: %s; its %d partitions on this worker are offline "
                       "(KAFKA_STORAGE_ERROR), log dirs %s keep serving", path, cause, closed,
@@ -854,7 +657,7 @@ class Broker:
             self.request_stop()
 
     def _drop_partition(self, p: Partition, delete: bool) -> None:
-        self._cleaners.forget(p.key)
+        self.cleaners.forget(p.key)
         self.retired_bytes[0] += p.bytes_in
         self.retired_bytes[1] += p.bytes_out
         try:
@@ -884,7 +687,6 @@ class Broker:
 
     def partition_error(self, topic: str, index: int) -> int:
         """Error code for a partition-scoped request to (topic, index) that we cannot serve."""
-        from mpbroker.protocol.errors import ErrorCode
         t = self.metadata.topics.get(topic)
         if t is None or index not in t.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -1,4 +1,4 @@
-"""How a worker opens the logs of new partitions (workers/broker.py `_reconcile`,
+"""How a worker opens the logs of new partitions (workers/worker.py `_reconcile`,
 `_open_pending`): OPEN_CHUNK at a time, the loop turning between chunks; a partition
 not opened yet answers NOT_LEADER_OR_FOLLOWER (retriable); a later push (the topic
 deleted, or made again with another id) wins over the opens still to do; the logs a
@@ -14,7 +14,7 @@ import pytest
 
 from mpbroker.metadata import model
 from mpbroker.protocol.errors import ErrorCode
-from workers import broker as brokermod
+from workers import worker as workermod
 from tests.conftest import record_fsyncs
 from tests.workers.test_reconcile_cluster import ME, make_broker, metadata, run
 
@@ -23,8 +23,8 @@ CHUNK = 4
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(brokermod, "OPEN_CHUNK", CHUNK)
-    monkeypatch.setattr(brokermod, "OPEN_SLICE_S", 3600)   # chunks by count here
+    monkeypatch.setattr(workermod, "OPEN_CHUNK", CHUNK)
+    monkeypatch.setattr(workermod, "OPEN_SLICE_S", 3600)   # chunks by count here
 
 
 def topic(name, n, tid=None):
@@ -142,7 +142,7 @@ def test_one_fsync_of_the_log_dir_per_chunk(tmp_path, monkeypatch):
 def test_a_chunk_ends_early_on_a_slow_disk(tmp_path, monkeypatch):
     """OPEN_SLICE_S bounds a chunk's time: at least one log a turn, fewer than
     OPEN_CHUNK when the time is up (here at once)."""
-    monkeypatch.setattr(brokermod, "OPEN_SLICE_S", 0)
+    monkeypatch.setattr(workermod, "OPEN_SLICE_S", 0)
     n = CHUNK
 
     async def main():

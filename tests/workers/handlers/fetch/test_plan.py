@@ -1,0 +1,95 @@
+"""workers/handlers/fetch/plan.py: the request's partitions, a plan's reads and
+response, one worker's share (`PartPlan`) and parking a plan (`park`)."""
+from __future__ import annotations
+
+import asyncio
+import types
+
+import pytest
+
+from mpbroker.protocol.errors import ErrorCode
+from storage.batch import BatchBuilder
+from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx, fetch_req, produce
+from workers.fetch_session import CachedPartition, FetchContext
+from workers.handlers.fetch.plan import (FetchPlan, PartPlan, park, replica_id,
+                                         requested_partitions)
+
+TOPIC_ID = b"\x01" * 16
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = MiniBroker(tmp_path)
+    yield b
+    b.close()
+
+
+def cp(index, offset=0, epoch=-1):
+    return CachedPartition(TOPIC, TOPIC_ID, index, offset, 1 << 20, current_leader_epoch=epoch)
+
+
+def test_requested_partitions_names_unknown_topic_ids_and_forgotten(broker):
+    broker.topic_name_for_id = lambda tid: TOPIC if tid == TOPIC_ID else None
+    req = {"topics": [
+        {"topic_id": TOPIC_ID, "partitions": [
+            {"partition": 1, "fetch_offset": 5, "partition_max_bytes": 10}]},
+        {"topic_id": b"\x02" * 16, "partitions": [
+            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 10}]}],
+        "forgotten_topics_data": [{"topic_id": TOPIC_ID, "partitions": [0]}]}
+    requested, forgotten, unknown = requested_partitions(broker, req, 13)
+    assert [(c.topic, c.partition, c.fetch_offset, c.max_bytes) for c in requested] == \
+        [(TOPIC, 1, 5, 10)]
+    assert forgotten == [(TOPIC, 0)]
+    assert unknown == {b"\x02" * 16: [0]}
+
+
+def test_replica_id_from_the_field_or_replica_state():
+    assert replica_id({"replica_id": 3}) == 3
+    assert replica_id({"replica_state": {"replica_id": 2}}) == 2
+    assert replica_id({}) == -1
+
+
+def test_part_plan_answers_its_reads_raw(broker):
+    produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+    plan = PartPlan(broker, ctx(1, 11), fetch_req(0, 0), [cp(0), cp(1)])
+    results, total, error = plan.read_all()
+    assert [c.partition for c, _ in results] == [0, 1] and total > 0 and not error
+    assert plan.response(results) == results
+
+
+def test_an_older_leader_epoch_is_fenced_a_newer_one_unknown(broker):
+    broker.partition(TOPIC, 0).leader_epoch = 5
+    req = fetch_req(0, 0)
+    plan = FetchPlan(broker, ctx(1, 11), req, FetchContext([cp(0, epoch=4), cp(0, epoch=6),
+                                                            cp(0, epoch=5)], None, False), {})
+    codes = [d["error_code"] for _, d in plan.read_all()[0]]
+    assert codes == [ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, 0]
+
+
+def test_a_parked_plan_answers_once_min_bytes_arrived(broker):
+    async def run():
+        plan = FetchPlan(broker, ctx(1, 11), fetch_req(0, 0, max_wait_ms=5000),
+                         FetchContext([cp(0)], None, False), {})
+        future, op = park(plan)
+        assert not future.done() and len(broker.fetch_purgatory) == 1
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+        assert future.done() and op.is_completed
+        (topic,) = future.result()["responses"]
+        assert topic["topic"] == TOPIC and topic["partitions"][0]["records"]
+    asyncio.run(run())
+
+
+def test_a_parked_part_plan_answers_raw(broker):
+    async def run():
+        plan = PartPlan(broker, ctx(1, 11), fetch_req(0, 0, max_wait_ms=5000), [cp(1)])
+        future, op = park(plan)
+        op.force_complete()
+        ((c, data),) = future.result()
+        assert c.partition == 1 and data["records"] == []
+    asyncio.run(run())
+
+
+def test_plan_of_a_follower_reads_by_replica_id(broker):
+    plan = FetchPlan(broker, types.SimpleNamespace(api_version=11),
+                     {**fetch_req(0, 0), "replica_id": 7}, FetchContext([cp(0)], None, False), {})
+    assert plan.replica_id == 7

@@ -1,0 +1,141 @@
+"""workers/delayed.py: the request path's delayed operations complete when what they
+wait for happened (or the partition went), resolve their future once, on a fake clock."""
+from __future__ import annotations
+
+import asyncio
+import types
+
+from mpbroker.protocol.errors import ErrorCode
+from workers.delayed import (DelayedDeleteRecords, DelayedFetch, DelayedProduce, alive_brokers,
+                             low_watermark)
+from workers.purgatory import Purgatory
+from workers.timing_wheel import Timer
+
+
+class FakePartition:
+    def __init__(self, topic="t", index=0, **kw):
+        self.topic, self.index = topic, index
+        self.key = (topic, index)
+        self.high_watermark = 0
+        self.last_stable_offset = 0
+        self.log_start_offset = 0
+        self.bytes_appended = self.bytes_committed = 0
+        self.closed, self.is_leader, self.replicated = False, True, False
+        self.maximal_isr, self.min_isr = (1,), 1
+        self.followers = {}
+        self.__dict__.update(kw)
+
+
+def purgatory():
+    clock = {"now": 0}
+    return Purgatory("test", Timer(tick_ms=1, wheel_size=20, clock=lambda: clock["now"])), clock
+
+
+def test_delayed_produce_done_when_the_high_watermark_passes_the_last_offset():
+    async def run():
+        p = FakePartition()
+        result = {"error_code": 0}
+        fut = asyncio.get_running_loop().create_future()
+        op = DelayedProduce(1000, [(p, 4, result)], {"r": result}, fut)
+        pg, _ = purgatory()
+        pg.try_complete_else_watch(op, [p.key])
+        assert not fut.done()
+        p.high_watermark = 5
+        pg.check_and_complete(p.key)
+        assert fut.result() == {"r": {"error_code": 0}}
+    asyncio.run(run())
+
+
+def test_delayed_produce_on_a_partition_no_longer_led_here():
+    async def run():
+        p = FakePartition(is_leader=False)
+        result = {"error_code": 0}
+        fut = asyncio.get_running_loop().create_future()
+        DelayedProduce(1000, [(p, 4, result)], result, fut).try_complete()
+        assert fut.result()["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    asyncio.run(run())
+
+
+class FakePlan:
+    def __init__(self, broker, partitions, min_bytes=10, replica_id=-1, isolation_level=0):
+        self.broker, self.min_bytes, self.max_wait_ms = broker, min_bytes, 1000
+        self.replica_id, self.isolation_level = replica_id, isolation_level
+        self.fctx = types.SimpleNamespace(partitions=[
+            types.SimpleNamespace(topic=p.topic, partition=p.index) for p in partitions])
+        self.reads = 0
+
+    def read_all(self):
+        self.reads += 1
+        return ["read"], 0, False
+
+    def response(self, results):
+        return {"results": results}
+
+
+def fake_broker(*partitions):
+    by_key = {p.key: p for p in partitions}
+    return types.SimpleNamespace(partition=lambda t, i: by_key.get((t, i)),
+                                 metadata=types.SimpleNamespace(brokers={1: None, 2: None}))
+
+
+def test_delayed_fetch_counts_committed_bytes_for_consumers_appended_for_followers():
+    async def run():
+        p = FakePartition(bytes_appended=100, bytes_committed=50)
+        broker = fake_broker(p)
+        loop = asyncio.get_running_loop()
+        consumer = DelayedFetch(FakePlan(broker, [p]), loop.create_future())
+        follower = DelayedFetch(FakePlan(broker, [p], replica_id=2), loop.create_future())
+        p.bytes_appended += 10                  # appended, not yet committed
+        assert not consumer.try_complete() and follower.try_complete()
+        p.bytes_committed += 10
+        assert consumer.try_complete()
+        assert consumer.future.result() == {"results": ["read"]} and consumer.plan.reads == 1
+    asyncio.run(run())
+
+
+def test_delayed_fetch_read_committed_waits_for_the_lso_to_move():
+    async def run():
+        p = FakePartition()
+        op = DelayedFetch(FakePlan(fake_broker(p), [p], isolation_level=1),
+                          asyncio.get_running_loop().create_future())
+        p.bytes_committed += 100
+        assert not op.try_complete()            # an open transaction: the LSO stayed
+        p.last_stable_offset = 3
+        assert op.try_complete()
+    asyncio.run(run())
+
+
+def test_delayed_fetch_completes_when_a_watched_partition_went_away():
+    async def run():
+        p = FakePartition()
+        broker = fake_broker(p)
+        op = DelayedFetch(FakePlan(broker, [p]), asyncio.get_running_loop().create_future())
+        p.closed = True
+        assert op.try_complete() and op.future.done()
+    asyncio.run(run())
+
+
+def test_low_watermark_over_the_live_followers():
+    p = FakePartition(log_start_offset=8, followers={
+        1: types.SimpleNamespace(log_start_offset=5), 3: types.SimpleNamespace(log_start_offset=0)})
+    assert low_watermark(p, {1, 2}) == 5 and low_watermark(p, {1, 3}) == 0
+    assert alive_brokers(types.SimpleNamespace(metadata=None)) == ()
+
+
+def test_delayed_delete_records_settles_each_partition_once():
+    async def run():
+        a = FakePartition(index=0, log_start_offset=6,
+                          followers={1: types.SimpleNamespace(log_start_offset=2)})
+        b = FakePartition(index=1)
+        broker = fake_broker(a, b)
+        ra = {"error_code": ErrorCode.REQUEST_TIMED_OUT, "low_watermark": 2}
+        rb = {"error_code": ErrorCode.REQUEST_TIMED_OUT, "low_watermark": 0}
+        fut = asyncio.get_running_loop().create_future()
+        op = DelayedDeleteRecords(1000, broker, [(a, 6, ra), (b, 3, rb)], {"all": 1}, fut)
+        assert not op.try_complete()
+        b.is_leader = False                     # b lost leadership
+        a.followers[1].log_start_offset = 6     # a's follower caught up
+        assert op.try_complete() and fut.result() == {"all": 1}
+        assert ra == {"error_code": 0, "low_watermark": 6}
+        assert rb == {"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "low_watermark": -1}
+    asyncio.run(run())

@@ -1,0 +1,59 @@
+"""workers/housekeeping.py: a partition's storage error during housekeeping goes to
+the worker's storage-error handling; compaction steps while there is work, with the
+settings of the broker config."""
+import asyncio
+import errno
+import types
+
+from mpbroker import config as configmod
+from storage.cleaner import map_entries_for
+from storage.errors import KafkaStorageError
+from workers import housekeeping
+
+
+class FailingLog:
+    dir = "/logs/t-0"
+
+    def maybe_flush(self, now):
+        raise OSError(errno.EIO, "Input/output error")
+
+
+def test_a_failing_housekeeping_job_is_a_storage_error_of_the_partition():
+    seen = []
+    worker = types.SimpleNamespace(on_storage_error=lambda p, e: seen.append((p, e)))
+    p = types.SimpleNamespace(log=FailingLog())
+    housekeeping.housekeep_partition(worker, p, 0, set())
+    ((got, err),) = seen
+    assert got is p and isinstance(err, KafkaStorageError) and not err.disk_full
+
+
+def test_clean_logs_stops_when_the_cleaner_has_nothing_left():
+    steps = []
+
+    class Cleaners:
+        def step(self, logs, now, budget_ms):
+            steps.append((sorted(logs), budget_ms))
+            return len(steps) < 3
+
+    p = types.SimpleNamespace(key=("t", 0), log="log", closed=False, moving=False)
+    moving = types.SimpleNamespace(key=("t", 1), log="log", closed=False, moving=True)
+    worker = types.SimpleNamespace(partitions={p.key: p}, followers={moving.key: moving},
+                                   cleaners=Cleaners())
+    asyncio.run(housekeeping.clean_logs(worker, 0))
+    assert steps == [([("t", 0)], 5)] * 3
+
+
+def cfg(tmp_path, **overrides):
+    text = f"broker.id=1\nlog.dirs={tmp_path}\nlisteners=PLAINTEXT://127.0.0.1:9092\n"
+    return configmod.BrokerConfig.from_text(text, [f"{k}={v}" for k, v in overrides.items()])
+
+
+def test_cleaner_settings_come_from_the_broker_config(tmp_path):
+    m = housekeeping.cleaner_manager(cfg(tmp_path, **{"num.workers": 4,
+                                                 "log.cleaner.dedupe.buffer.size": 64 << 20,
+                                                 "log.cleaner.backoff.ms": 700}))
+    # the dedupe buffer is shared by the workers, as Kafka shares it by cleaner threads
+    assert m.max_map_entries == map_entries_for(16 << 20, 0.9)
+    assert m.backoff_ms == 700 and m.enabled
+    off = housekeeping.cleaner_manager(cfg(tmp_path, **{"log.cleaner.enable": "false"}))
+    assert not off.enabled

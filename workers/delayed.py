@@ -1,0 +1,159 @@
+"""The request path's delayed operations (workers/purgatory.py's `DelayedOperation`):
+what a Produce, Fetch or DeleteRecords waits for when it cannot answer at once.
+
+* `DelayedProduce` (acks=-1, in `broker.produce_purgatory`, keyed by partition): done
+  when every partition's high watermark passed the last offset appended. Also used by
+  WriteTxnMarkers and the coordinators' internal appends (workers/coordinator_log.py).
+* `DelayedFetch` (in `broker.fetch_purgatory`, keyed by partition): done when the bytes
+  appended (followers) or committed (consumers) since it parked reach `min_bytes`; it
+  then reads again through its plan (workers/handlers/fetch/plan.py).
+* `DelayedDeleteRecords` (in `broker.delete_records_purgatory`): done when the low
+  watermark of every partition reached the DeleteRecords target.
+
+Each holds the asyncio future the handler returned and resolves it exactly once, in
+`on_complete` (completion or expiry: the purgatory's single gate). All run on the
+worker's one event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from mpbroker.protocol.errors import ErrorCode
+from workers.purgatory import DelayedOperation
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=-1: done when every partition's high watermark passed its last offset (or
+    the partition is no longer led here: NOT_LEADER_OR_FOLLOWER); a partition whose
+    maximal ISR shrank below min.insync.replicas meanwhile answers
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND, one that timed out REQUEST_TIMED_OUT."""
+
+    def __init__(self, delay_ms: int, waiting: list, response: dict, future: asyncio.Future):
+        super().__init__(delay_ms)
+        self.waiting = waiting  # [(partition, last_offset, result dict)]
+        self.response = response
+        self.future = future
+
+    def try_complete(self) -> bool:
+        for p, last_offset, _ in self.waiting:
+            if p.high_watermark <= last_offset and not p.closed and p.is_leader:
+                return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        pass  # on_complete already marked the partitions that did not make it
+
+    def on_complete(self) -> None:
+        for p, last_offset, result in self.waiting:
+            if not p.is_leader or (p.closed and p.high_watermark <= last_offset):
+                result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif p.high_watermark <= last_offset:
+                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            elif p.replicated and len(p.maximal_isr) < p.min_isr:
+                result["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        if not self.future.done():
+            self.future.set_result(self.response)
+
+
+class DelayedFetch(DelayedOperation):
+    """A Fetch (or one worker's part of it) waiting for `plan.min_bytes`; on completion
+    the plan reads again and `plan.response` of the reads resolves the future.
+
+    `plan` is a FetchPlan (workers/handlers/fetch/plan.py): `broker`, `fctx.partitions`,
+    `isolation_level`, `replica_id`, `min_bytes`, `max_wait_ms`, `read_all()`,
+    `response(results)`."""
+
+    def __init__(self, plan, future: asyncio.Future):
+        super().__init__(plan.max_wait_ms)
+        self.plan = plan
+        self.future = future
+        broker = plan.broker
+        self.start_bytes = {}
+        # read_committed: only data below the LSO counts, so bytes appended count once
+        # the LSO moved (a COMMIT/ABORT marker, or non-transactional data with no open
+        # transaction), not while a transaction is open.
+        self.committed = plan.isolation_level == 1
+        self.start_lso = {}
+        # followers wait for appended bytes, consumers for committed ones (the HW moved)
+        self.counter = "bytes_appended" if plan.replica_id >= 0 else "bytes_committed"
+        for cp in plan.fctx.partitions:
+            p = broker.partition(cp.topic, cp.partition)
+            self.start_bytes[(cp.topic, cp.partition)] = getattr(p, self.counter) if p else 0
+            if self.committed:
+                self.start_lso[(cp.topic, cp.partition)] = p.last_stable_offset if p else -1
+
+    def try_complete(self) -> bool:
+        broker = self.plan.broker
+        accumulated = 0
+        for key, start in self.start_bytes.items():
+            p = broker.partition(*key)
+            if p is None or p.closed:
+                return self.force_complete()
+            if self.committed and p.last_stable_offset <= self.start_lso[key]:
+                continue
+            accumulated += getattr(p, self.counter) - start
+            if accumulated >= self.plan.min_bytes:
+                return self.force_complete()
+        return False
+
+    def on_expiration(self) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        if self.future.done():
+            return
+        results, _, _ = self.plan.read_all()
+        self.future.set_result(self.plan.response(results))
+
+
+def low_watermark(p, alive) -> int:
+    """The smallest log start offset over the leader and the followers on `alive`
+    brokers (-1 while one of them has not reported it since this leadership began)."""
+    lw = p.log_start_offset
+    for replica_id, st in p.followers.items():
+        if replica_id in alive and st.log_start_offset < lw:
+            lw = st.log_start_offset
+    return lw
+
+
+def alive_brokers(broker):
+    """The broker ids the controller's metadata lists (the live ones)."""
+    md = broker.metadata
+    return md.brokers if md is not None else ()
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """Waits until the low watermark of every partition in `waiting` reached its target.
+
+    `waiting`: [(partition, required offset, result dict)]; each result starts as
+    REQUEST_TIMED_OUT with the low watermark known when it was deleted on the leader,
+    and is settled once (reached, or lost leadership)."""
+
+    def __init__(self, delay_ms: int, broker, waiting: list, response: dict,
+                 future: asyncio.Future):
+        super().__init__(delay_ms)
+        self.broker = broker
+        self.pending = list(waiting)
+        self.response = response
+        self.future = future
+
+    def try_complete(self) -> bool:
+        alive = alive_brokers(self.broker)
+        still = []
+        for p, required, result in self.pending:
+            if self.broker.partition(p.topic, p.index) is not p or p.closed or not p.is_leader:
+                result.update(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, low_watermark=-1)
+                continue
+            lw = low_watermark(p, alive)
+            if lw >= required:
+                result.update(error_code=ErrorCode.NONE, low_watermark=lw)
+            else:
+                still.append((p, required, result))
+        self.pending = still
+        if still:
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        if not self.future.done():
+            self.future.set_result(self.response)

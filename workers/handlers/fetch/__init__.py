@@ -1,0 +1,44 @@
+"""Fetch (key 1), v0-v17.
+
+Flow (Kafka's ReplicaManager.fetchMessages):
+1. Resolve the fetch session context (workers/fetch_session.py): which partitions this
+   request reads, and whether the response is incremental.
+2. Read every partition once (`FetchPlan.read_all`, plan.py).
+3. Answer now if the timeout is 0, if `min_bytes` is reached, if any partition has an
+   error, or if no partition was asked for; otherwise park a DelayedFetch in the fetch
+   purgatory, watching every partition read (`park`). Appends call
+   `check_and_complete(key)`; the operation completes once the bytes appended since it
+   started reach `min_bytes` (or a watched partition went away), or when `max_wait_ms`
+   expires, and then reads again. A parked read_committed fetch counts appended bytes
+   only once the LSO moved past where it was when it parked (COMMIT/ABORT markers wake
+   it).
+
+With several workers the front splits a Fetch by partition owner and long-polls the
+parts (`fan_out`, fanout.py; the registry names it as Fetch's partition scope).
+
+Modules: plan.py (the reads and the response), fanout.py (the front's split).
+"""
+from __future__ import annotations
+
+from workers.handlers.fetch.fanout import fan_out
+from workers.handlers.fetch.plan import FetchPlan, park, replica_id, requested_partitions
+
+__all__ = ["handle", "fan_out"]
+
+
+def handle(broker, ctx, req):
+    version = ctx.api_version
+    requested, forgotten, unknown_ids = requested_partitions(broker, req, version)
+    fctx = broker.fetch_sessions.new_context(
+        req.get("session_id", 0), req.get("session_epoch", -1), requested, forgotten,
+        is_follower=replica_id(req) >= 0, uses_topic_ids=version >= 13)
+    plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
+    if fctx.error_code:
+        return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
+                "responses": []}
+    results, total, any_error = plan.read_all()
+    if (plan.max_wait_ms <= 0 or not fctx.partitions or total >= plan.min_bytes or any_error
+            or unknown_ids):
+        return plan.response(results)
+    future, _ = park(plan)
+    return future

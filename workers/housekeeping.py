@@ -1,0 +1,105 @@
+"""The periodic work of a worker's logs (Kafka's KafkaScheduler jobs), on the worker's
+loop: flush.ms, segment.ms rolls, retention, recovery-point checkpoints, producer-id
+expiry, deleting files renamed `.deleted`, compaction of compacted topics in slices of
+a few ms so appends never wait long, the ISR check, and the retries of what failed
+for want of room or of the controller (log opens, offline-replica reports).
+
+`run(worker)` is the worker's housekeeping task (workers/worker.py `start`); a tick is
+at most a second (`log.flush.scheduler.interval.ms`), the loop is let in between
+partitions and compaction slices. A replica moving between log dirs is left alone.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+from storage.cleaner import CleanerManager, map_entries_for
+from storage.errors import KafkaStorageError
+
+log = logging.getLogger(__name__)
+
+CLEAN_SLICES = 10           # compaction slices of 5 ms per housekeeping tick (of 1 s)
+
+
+def cleaner_manager(cfg) -> CleanerManager:
+    """Compaction of this worker's logs (storage/cleaner.py): the worker's share of
+    `log.cleaner.dedupe.buffer.size` (split evenly between the workers, as Kafka
+    splits it between its cleaner threads) bounds the one offset map alive."""
+    workers = max(1, getattr(cfg, "num_workers", None) or os.cpu_count() or 1)
+    share = cfg.get("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024) // workers
+    return CleanerManager(
+        max_map_entries=map_entries_for(
+            share, cfg.get("log.cleaner.io.buffer.load.factor", 0.9)),
+        backoff_ms=cfg.get("log.cleaner.backoff.ms", 15000),
+        enabled=bool(cfg.get("log.cleaner.enable", True)))
+
+
+def _served(worker) -> list:
+    """The worker's open logs' partitions (led and followed)."""
+    return list(worker.partitions.values()) + list(worker.followers.values())
+
+
+async def run(worker) -> None:
+    """The housekeeping loop of `worker` (cancelled by its shutdown)."""
+    cfg = worker.config
+    tick_ms = min(cfg.get("log.flush.scheduler.interval.ms", 1000) or 1000, 1000)
+    every = {"retention": cfg.get("log.retention.check.interval.ms", 300000),
+             "checkpoint": cfg.get("log.flush.offset.checkpoint.interval.ms", 60000),
+             "producers": cfg.get("producer.id.expiration.check.interval.ms", 600000)}
+    last = {k: worker.clock() for k in every}
+    while True:
+        await asyncio.sleep(tick_ms / 1000)
+        now = worker.clock()
+        due = {k for k, ms in every.items() if ms > 0 and now - last[k] >= ms}
+        for k in due:
+            last[k] = now
+        worker.retry_opens()
+        worker.report_offline()         # again, if the controller could not be told
+        for p in _served(worker):
+            if p.closed or p.moving:    # a replica moving between log dirs is left alone
+                continue
+            try:
+                housekeep_partition(worker, p, now, due)
+            except Exception:
+                log.exception("housekeeping of %s-%d", p.topic, p.index)
+            await asyncio.sleep(0)  # let requests in between partitions
+        await clean_logs(worker, now)
+        try:
+            worker.replication.check_isr(now)       # replica.lag.time.max.ms
+        except Exception:
+            log.exception("ISR check")
+
+
+def housekeep_partition(worker, p, now: int, due: set) -> None:
+    """One partition's due jobs; a storage error goes to the worker's handling."""
+    try:
+        _housekeep_log(p, now, due)
+    except (OSError, KafkaStorageError) as e:
+        err = e if isinstance(e, KafkaStorageError) else \
+            KafkaStorageError.from_os_error(f"housekeeping of {p.log.dir}", e)
+        worker.on_storage_error(p, err)
+
+
+def _housekeep_log(p, now: int, due: set) -> None:
+    lg = p.log
+    lg.maybe_flush(now)
+    lg.maybe_roll(now)
+    lg.delete_expired_files(now)
+    if "retention" in due and lg.config.delete:
+        lg.enforce_retention(now)
+        p._check()
+    if "checkpoint" in due:
+        lg.checkpoint()
+    if "producers" in due:
+        lg.producer_state.remove_expired_producers(now)
+
+
+async def clean_logs(worker, now: int) -> None:
+    """Compaction slices of 5 ms, the loop let in between, at most CLEAN_SLICES per
+    tick: a pass never holds the worker long, and costs it at most ~5%."""
+    for _ in range(CLEAN_SLICES):
+        logs = {p.key: p.log for p in _served(worker) if not p.closed and not p.moving}
+        if not worker.cleaners.step(logs, now, budget_ms=5):
+            return
+        await asyncio.sleep(0)
