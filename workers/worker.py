@@ -63,7 +63,8 @@ from workers.placement import PlacementTable
 from workers.purgatory import Purgatory
 from workers.replication import ReplicaManager
 from workers.timing_wheel import Timer
-from workers.txn.service import TransactionService, TxnVerifier
+from workers.txn.service import TransactionService
+from workers.txn.verifier import TxnVerifier
 
 log = logging.getLogger(__name__)
 
