@@ -104,7 +104,7 @@ WORKER_BOOT_ERROR = 3
 LOG_DIR_FAILURE_EXIT = 4    # = workers/broker.py's: a worker's log dir failed
 CONTROLLER_BOOT_ERROR = 4
 
-# Cross-worker routing (workers/router.py) and placement (workers/placement.py) are
+# Cross-worker routing (workers/router.py) and placement (mpbroker/metadata/placement.py) are
 # built: `num.workers` workers run, each owning its share of the partitions.
 MULTI_WORKER_ROUTING = True
 

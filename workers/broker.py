@@ -47,6 +47,7 @@ from typing import Callable
 
 from mpbroker import config as configmod
 from mpbroker.metadata.model import ClusterMetadata, uuid_from_str, uuid_to_str
+from mpbroker.metadata.placement import PlacementTable
 from storage.errors import DISK_FULL_ERRNOS, KafkaStorageError
 from storage.cleaner import CleanerManager, map_entries_for
 from storage.checkpoint import fsync_dir
@@ -55,7 +56,6 @@ from storage.log import PARTITION_METADATA_FILE, Log, LogConfig
 from workers.fetch_session import FetchSessionCache
 from workers.loop_timer import LoopTimer
 from workers.partition import Partition
-from workers.placement import PlacementTable
 from workers.purgatory import Purgatory
 from workers.replication import ReplicaManager
 from workers.timing_wheel import Timer
@@ -142,7 +142,7 @@ class Broker:
         self.listener_port = 0
         self._background: list[asyncio.Task] = []
         self._cleaners = self._cleaner_manager(config)
-        # Placement (workers/placement.py): one worker owns everything until the
+        # Placement (mpbroker/metadata/placement.py): one worker owns everything until the
         # controller pushes the shard table; `router` (workers/router.py) is set by the
         # process that builds the mesh (supervisor.run_worker).
         self.placement = PlacementTable()
@@ -316,7 +316,7 @@ class Broker:
 
     # ---------------------------------------------------------------- metadata
     def owns(self, topic: str, index: int) -> bool:
-        """The placement map says this worker owns (topic, index) (workers/placement.py)."""
+        """The placement map says this worker owns (topic, index) (mpbroker/metadata/placement.py)."""
         return self.placement.owner(topic, index) == self.worker_id
 
     def apply_placement(self, table: PlacementTable) -> bool:
