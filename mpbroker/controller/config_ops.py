@@ -13,6 +13,7 @@ from mpbroker import config as configmod
 from mpbroker.metadata import model, store
 from mpbroker.metadata.model import MetadataError
 from mpbroker.protocol.errors import ErrorCode
+from storage.checkpoint import atomic_write
 
 TOPIC, BROKER = 2, 4                     # config resource types
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -112,5 +113,5 @@ class DynamicBrokerConfigs:
         if validate_only:
             return False
         self.layers[layer] = new
-        store.atomic_write(self.path, json.dumps(self.layers).encode())
+        atomic_write(self.path, json.dumps(self.layers).encode())
         return True

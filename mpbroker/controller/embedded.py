@@ -30,12 +30,13 @@ from dataclasses import replace
 
 from mpbroker import config as configmod
 from mpbroker.controller import broker_requests, isr_change, limits
-from mpbroker.controller import topic_requests as requests
+from mpbroker.controller import topic_requests
 from mpbroker.controller.config_ops import BROKER, TOPIC, DynamicBrokerConfigs, alter_topic, load_json
 from mpbroker.metadata import model, store
 from mpbroker.metadata.model import MetadataError
 from mpbroker.metadata.quota import THROTTLING_MESSAGE
 from mpbroker.protocol.errors import ErrorCode
+from storage.checkpoint import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class EmbeddedController:
         self._dynamic = self.dynamic.layers      # read by the controller process's SIGHUP reload
         self._broker_cfg = self.dynamic.over(cfg)
         self.limits = limits.MutationLimits(cfg)
-        self.created_configs = requests.CreatedConfigs()
+        self.created_configs = topic_requests.CreatedConfigs()
         self._mutating = asyncio.Lock()
 
     # ----------------------------------------------------------------- plumbing
@@ -113,7 +114,7 @@ class EmbeddedController:
 
     async def _create_topics(self, specs, validate_only, quota):
         q = self._quota(quota)
-        refused = requests.refuse_oversized(specs, self.cfg)
+        refused = topic_requests.refuse_oversized(specs, self.cfg)
         if refused is not None:
             return limits.results(refused, q)
         results = []
@@ -123,9 +124,9 @@ class EmbeddedController:
         for i, s in enumerate(specs):
             if i and i % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
-            res = requests.create_result(s["name"])
+            res = topic_requests.create_result(s["name"])
             try:
-                topic = requests.create_in(check, s, requests.check_create_spec(s), self.cfg,
+                topic = topic_requests.create_in(check, s, topic_requests.check_create_spec(s), self.cfg,
                                            None if validate_only else q.try_record)
             except MetadataError as e:
                 res["error_code"], res["error_message"] = e.code, e.message
@@ -148,10 +149,10 @@ class EmbeddedController:
     def _ensure_internal_topic(self, name: str) -> None:
         if name in self.md.topics:
             return
-        n, rf, configs = requests.internal_topic_spec(self.cfg, name)
+        n, rf, configs = topic_requests.internal_topic_spec(self.cfg, name)
         rf = min(rf, max(1, len(self.md.brokers)))
         md = model.create_topic(self.md, name, n, rf, None, configs,
-                                **requests.topic_defaults(self.cfg))
+                                **topic_requests.topic_defaults(self.cfg))
         md = replace(md, topics={**md.topics, name: replace(md.topics[name], is_internal=True)})
         self._commit(md, reserve=False)
 
@@ -162,13 +163,13 @@ class EmbeddedController:
     def _delete_topics(self, targets, quota):
         q = self._quota(quota)
         if not self.cfg["delete.topic.enable"]:
-            return limits.results(requests.deletion_disabled(targets), q)
+            return limits.results(topic_requests.deletion_disabled(targets), q)
         results, gone = [], {}      # ordered set of the names to delete
         md = self.md
         for name, topic_id in targets:
-            res = requests.delete_result(name, topic_id)
+            res = topic_requests.delete_result(name, topic_id)
             try:
-                t = requests.delete_target(md, res, name, topic_id)
+                t = topic_requests.delete_target(md, res, name, topic_id)
                 if t.name in gone:
                     raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                         "This server does not host this topic-partition.")
@@ -250,7 +251,7 @@ class EmbeddedController:
         if self._pid_next >= self._pid_end:
             block = load_json(self._pid_path, {"next_block_start": 0})
             start = block["next_block_start"]
-            store.atomic_write(self._pid_path,
+            atomic_write(self._pid_path,
                                json.dumps({"next_block_start": start + PRODUCER_ID_BLOCK}).encode())
             self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
         pid = self._pid_next

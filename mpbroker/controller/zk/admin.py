@@ -21,7 +21,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from mpbroker import config as configmod
 from mpbroker.controller import limits, zkdata
-from mpbroker.controller import topic_requests as requests
+from mpbroker.controller import topic_requests
 from mpbroker.controller.config_ops import BROKER, TOPIC, alter_topic
 from mpbroker.controller.zk.cache import ZnodeCache
 from mpbroker.controller.zk.controllership import Controllership
@@ -50,7 +50,7 @@ class TopicAdmin:
         self._metadata = metadata
         self._alter_broker = alter_broker
         self.broker_id = broker_id
-        self.created_configs = requests.CreatedConfigs()
+        self.created_configs = topic_requests.CreatedConfigs()
         self._pid_lock = asyncio.Lock()
         self._pid_next, self._pid_end = 0, 0
 
@@ -108,15 +108,15 @@ class TopicAdmin:
     # ----------------------------------------------------------------- CreateTopics
     async def create_topics(self, specs, validate_only, timeout_ms, quota=None):
         q = self._quota(quota)
-        refused = requests.refuse_oversized(specs, self.cfg)
+        refused = topic_requests.refuse_oversized(specs, self.cfg)
         if refused is not None:
             return limits.results(refused, q)
         results, created = [], {}
         batch = model.TopicBatch(self.view_for_create(), self._caps())
         for s in specs:
-            res = requests.create_result(s["name"])
+            res = topic_requests.create_result(s["name"])
             try:
-                configs = requests.check_create_spec(s)
+                configs = topic_requests.check_create_spec(s)
                 if await self._call("exists_async", f"{zkdata.DELETE_TOPICS}/{s['name']}") is not None:
                     raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                         f"Topic '{s['name']}' is marked for deletion.")
@@ -125,7 +125,7 @@ class TopicAdmin:
                     # after the model's checks (their errors come first), before counting
                     configmod.effective_topic_config(self._broker_cfg(), configs)
                     return validate_only or q.try_record(n)
-                t = requests.create_in(batch, s, configs, self.cfg, admit)
+                t = topic_requests.create_in(batch, s, configs, self.cfg, admit)
                 if not validate_only:
                     try:
                         await self._write_topic(t.name, t)
@@ -155,13 +155,13 @@ class TopicAdmin:
         if name in self._metadata().topics:
             return
         if name not in self.cache.topics:
-            n, rf, configs = requests.internal_topic_spec(self.cfg, name)
+            n, rf, configs = topic_requests.internal_topic_spec(self.cfg, name)
             if len(self.cache.brokers) < rf:
                 log.info("not creating %s: %d live brokers, its replication factor is %d", name,
                          len(self.cache.brokers), rf)
                 return
             md = model.create_topic(self.view_for_create(), name, n, rf, None, configs,
-                                    **requests.topic_defaults(self.cfg))
+                                    **topic_requests.topic_defaults(self.cfg))
             try:
                 await self._write_topic(name, md.topics[name])
             except NodeExistsError:
@@ -175,13 +175,13 @@ class TopicAdmin:
     async def delete_topics(self, targets, timeout_ms, quota=None):
         q = self._quota(quota)
         if not self._broker_cfg()["delete.topic.enable"]:
-            return limits.results(requests.deletion_disabled(targets), q)
+            return limits.results(topic_requests.deletion_disabled(targets), q)
         results, pending = [], []
         md = self.view_for_create()
         for name, topic_id in targets:
-            res = requests.delete_result(name, topic_id)
+            res = topic_requests.delete_result(name, topic_id)
             try:
-                t = requests.delete_target(md, res, name, topic_id)
+                t = topic_requests.delete_target(md, res, name, topic_id)
                 if not q.try_record(len(t.partitions)):
                     raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLING_MESSAGE)
                 try:
