@@ -79,6 +79,14 @@ def _entry(name, value, read_only, source, sensitive, synonyms, type_, doc, incl
     }
 
 
+def _wanted(names: List[str], keys: Optional[Iterable[str]]) -> List[str]:
+    """`names` limited to the requested `keys` (None: all), in the order of `names`."""
+    if keys is None:
+        return names
+    wanted = set(keys)
+    return [n for n in names if n in wanted]
+
+
 def describe_broker_configs(cfg: BrokerConfig, resource_name: str, keys: Optional[Iterable[str]] = None,
                             include_synonyms: bool = False, include_documentation: bool = False) -> List[dict]:
     """DescribeConfigs for a BROKER resource: ``resource_name`` is the broker id
@@ -89,11 +97,8 @@ def describe_broker_configs(cfg: BrokerConfig, resource_name: str, keys: Optiona
         names = list(BROKER_CONFIGS)
     else:
         names = [n for n in cfg.dynamic_default if n in BROKER_CONFIGS]
-    if keys is not None:
-        wanted = set(keys)
-        names = [n for n in names if n in wanted]
     out = []
-    for name in names:
+    for name in _wanted(names, keys):
         key = BROKER_CONFIGS[name]
         if per_broker:
             value = to_string(cfg.values[name], key.type)
@@ -112,12 +117,8 @@ def describe_topic_configs(cfg: BrokerConfig, overrides: Mapping[str, Any], keys
                            include_synonyms: bool = False, include_documentation: bool = False) -> List[dict]:
     """DescribeConfigs for a TOPIC resource (ConfigHelper.createTopicConfigEntry)."""
     values = effective_topic_config(cfg, overrides)
-    names = sorted(TOPIC_CONFIGS)
-    if keys is not None:
-        wanted = set(keys)
-        names = [n for n in names if n in wanted]
     out = []
-    for name in names:
+    for name in _wanted(sorted(TOPIC_CONFIGS), keys):
         key = TOPIC_CONFIGS[name]
         value = to_string(values[name], key.type)
         synonyms = TOPIC_BROKER_SYNONYMS[name]

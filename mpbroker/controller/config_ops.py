@@ -19,6 +19,29 @@ TOPIC, BROKER = 2, 4                     # config resource types
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+async def alter_each(resources, alter_topic_configs, alter_broker_configs) -> list:
+    """AlterConfigs over `resources` ([(type, name, ops)]): `await
+    alter_topic_configs(name, ops)` for a TOPIC, `alter_broker_configs(name, ops)` for a
+    BROKER; -> [(type, name, code, message)], one per resource (a MetadataError or a
+    ConfigError, INVALID_CONFIG, fails that resource only)."""
+    out = []
+    for rtype, rname, ops in resources:
+        try:
+            if rtype == TOPIC:
+                await alter_topic_configs(rname, ops)
+            elif rtype == BROKER:
+                alter_broker_configs(rname, ops)
+            else:
+                raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
+        except MetadataError as e:
+            out.append((rtype, rname, e.code, e.message))
+        except configmod.ConfigError as e:
+            out.append((rtype, rname, ErrorCode.INVALID_CONFIG, str(e)))
+        else:
+            out.append((rtype, rname, 0, None))
+    return out
+
+
 def load_json(path: str, default):
     """A JSON file's value, `default` when the file does not exist."""
     try:

@@ -31,7 +31,7 @@ from dataclasses import replace
 from mpbroker import config as configmod
 from mpbroker.controller import broker_requests, isr_change, limits
 from mpbroker.controller import topic_requests
-from mpbroker.controller.config_ops import BROKER, TOPIC, DynamicBrokerConfigs, alter_topic, load_json
+from mpbroker.controller.config_ops import DynamicBrokerConfigs, alter_each, alter_topic, load_json
 from mpbroker.metadata import model, store
 from mpbroker.metadata.model import MetadataError
 from mpbroker.metadata.quota import THROTTLING_MESSAGE
@@ -218,29 +218,16 @@ class EmbeddedController:
     async def alter_configs(self, resources: list[tuple], incremental: bool, validate_only: bool):
         """resources: [(type, name, [(key, op, value)])] -> [(type, name, code, message)]."""
         async with self._mutating:
-            return self._alter_configs(resources, incremental, validate_only)
+            md = self.md
 
-    def _alter_configs(self, resources, incremental, validate_only):
-        out = []
-        md = self.md
-        for rtype, rname, ops in resources:
-            try:
-                if rtype == TOPIC:
-                    md = alter_topic(md, self._broker_cfg, rname, ops, incremental, validate_only)
-                elif rtype == BROKER:
-                    self._alter_broker(rname, ops, incremental, validate_only)
-                else:
-                    raise MetadataError(ErrorCode.INVALID_REQUEST,
-                                        f"Unsupported resource type {rtype}")
-            except MetadataError as e:
-                out.append((rtype, rname, e.code, e.message))
-            except configmod.ConfigError as e:
-                out.append((rtype, rname, ErrorCode.INVALID_CONFIG, str(e)))
-            else:
-                out.append((rtype, rname, 0, None))
-        if md is not self.md:
-            self._commit(md)
-        return out
+            async def alter_topic_configs(name, ops):
+                nonlocal md
+                md = alter_topic(md, self._broker_cfg, name, ops, incremental, validate_only)
+            out = await alter_each(resources, alter_topic_configs, lambda name, ops: self._alter_broker(
+                name, ops, incremental, validate_only))
+            if md is not self.md:
+                self._commit(md)
+            return out
 
     def _alter_broker(self, name, ops, incremental, validate_only) -> None:
         if self.dynamic.alter(self.cfg, self.broker_id, name, ops, incremental, validate_only):

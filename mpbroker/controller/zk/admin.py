@@ -22,7 +22,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from mpbroker import config as configmod
 from mpbroker.controller import limits, zkdata
 from mpbroker.controller import topic_requests
-from mpbroker.controller.config_ops import BROKER, TOPIC, alter_topic
+from mpbroker.controller.config_ops import alter_each, alter_topic
 from mpbroker.controller.zk.cache import ZnodeCache
 from mpbroker.controller.zk.controllership import Controllership
 from mpbroker.controller.zk.session import ZkSession
@@ -261,25 +261,13 @@ class TopicAdmin:
     # ----------------------------------------------------------------- AlterConfigs
     async def alter_configs(self, resources, incremental, validate_only):
         """resources: [(type, name, [(key, op, value)])] -> [(type, name, code, message)]."""
-        out = []
-        for rtype, rname, ops in resources:
-            try:
-                if rtype == TOPIC:
-                    new_md = alter_topic(self.view_for_create(), self._broker_cfg(), rname, ops,
-                                         incremental, validate_only)
-                    if not validate_only:
-                        await self._write_topic_config(rname, dict(new_md.topics[rname].configs))
-                elif rtype == BROKER:
-                    self._alter_broker(rname, ops, incremental, validate_only)
-                else:
-                    raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
-            except MetadataError as e:
-                out.append((rtype, rname, e.code, e.message))
-            except configmod.ConfigError as e:
-                out.append((rtype, rname, ErrorCode.INVALID_CONFIG, str(e)))
-            else:
-                out.append((rtype, rname, 0, None))
-        return out
+        async def alter_topic_configs(name, ops):
+            new_md = alter_topic(self.view_for_create(), self._broker_cfg(), name, ops,
+                                 incremental, validate_only)
+            if not validate_only:
+                await self._write_topic_config(name, dict(new_md.topics[name].configs))
+        return await alter_each(resources, alter_topic_configs, lambda name, ops: self._alter_broker(
+            name, ops, incremental, validate_only))
 
     async def _write_topic_config(self, name: str, cfg: dict) -> None:
         path = zkdata.topic_config_path(name)
