@@ -4,7 +4,7 @@ Processes (all forked by the supervisor, none exec'd):
 
     supervisor  (main process: signals, systemd, reaping, respawning, heartbeats)
       ├── controller  the EmbeddedController, the one writer of cluster metadata (with
-      │               zookeeper.connect: the ZkController, mpbroker/controller/zk.py)
+      │               zookeeper.connect: the ZkController, mpbroker/controller/zk/)
       └── worker i    one per core (`num.workers`), pinned (`worker.cpu.affinity`),
                       its own SO_REUSEPORT listener, uvloop, `workers.server.run`
 
@@ -466,7 +466,7 @@ class ControllerService:
 def run_controller(cfg, channels: "ControllerChannels", advertised: tuple[str, int],
                    heartbeats: HeartbeatTable, heartbeat_interval_s: float) -> int:
     """The controller process: the embedded controller (or, with `zookeeper.connect`, the
-    ZooKeeper controller, mpbroker/controller/zk.py) behind `ControllerService`."""
+    ZooKeeper controller, mpbroker/controller/zk/) behind `ControllerService`."""
     from mpbroker.controller.embedded import EmbeddedController
     from workers import server
     proctitle.set_title("controller")

@@ -27,7 +27,7 @@ usable; with no dir left the worker stops and exits LOG_DIR_FAILURE_EXIT (4), on
 the supervisor stops the broker (exit 1).  `shutdown` returns the exit code: non-zero
 when a partition did not close cleanly (a stop's exit code says so).  In cluster mode
 the offline replicas are reported to the controller (`_report_offline` ->
-`log_dir_failed`, mpbroker/controller/zk.py), which moves their leadership away.
+`log_dir_failed`, mpbroker/controller/zk/), which moves their leadership away.
 
 Cluster-scoped changes (create/delete topics, partitions, configs, producer id blocks)
 go to the controller through `self.controller`, an object handed in by the process

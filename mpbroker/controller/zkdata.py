@@ -1,7 +1,7 @@
 """ZooKeeper paths and znode JSON formats of Kafka's ZK mode (KafkaZkClient / ZkData). No I/O.
 
 Every function here turns values into the exact bytes Kafka writes, or parses those
-bytes back; `mpbroker/controller/zk.py` does the I/O. Paths are relative to the chroot
+bytes back; `mpbroker/controller/zk/` does the I/O. Paths are relative to the chroot
 of `zookeeper.connect`.
 
     /cluster/id                              {"version":"1","id":"<22-char base64url>"}
