@@ -14,7 +14,7 @@ import logging
 import time
 
 from mpbroker import config as configmod
-from mpbroker.controller import zkdata as Z
+from mpbroker.controller import zkdata
 from mpbroker.controller.zk import ZkController
 from mpbroker.protocol.errors import ErrorCode
 
@@ -216,12 +216,12 @@ def test_a_stale_controller_cannot_write(zookeeper, tmp_path):
             assert not a.controllership.active
             assert zk.exists("/brokers/topics/t/partitions/0/state") and zk.exists("/admin/delete_topics/t")
             # the /admin and ISR notification cleanups
-            zk.create(Z.PREFERRED_ELECTION, Z.partitions_json([("t", 0)]))
-            zk.create(f"{Z.ISR_CHANGES}/isr_change_", Z.partitions_json([("t", 0)]), sequence=True)
+            zk.create(zkdata.PREFERRED_ELECTION, zkdata.partitions_json([("t", 0)]))
+            zk.create(f"{zkdata.ISR_CHANGES}/isr_change_", zkdata.partitions_json([("t", 0)]), sequence=True)
             a.controllership.active = True
             await a._handle_admin()
             assert not a.controllership.active
-            assert zk.exists(Z.PREFERRED_ELECTION) and zk.get_children(Z.ISR_CHANGES)
+            assert zk.exists(zkdata.PREFERRED_ELECTION) and zk.get_children(zkdata.ISR_CHANGES)
             # the state writes (fenced since before)
             a.controllership.active = True
             st = a.cache.states[("t", 0)]
@@ -283,24 +283,24 @@ def test_preferred_election_znode_and_isr_change_notifications(zookeeper, tmp_pa
             zk.set(path, json.dumps(st).encode(), version=stat.version)
             await until(lambda: a.md.topics["t"].partitions[0].leader == 2)
             # kafka-preferred-replica-election.sh --zookeeper writes this znode
-            zk.create(Z.PREFERRED_ELECTION, Z.partitions_json([("t", 0)]))
-            await until(lambda: not zk.exists(Z.PREFERRED_ELECTION)
+            zk.create(zkdata.PREFERRED_ELECTION, zkdata.partitions_json([("t", 0)]))
+            await until(lambda: not zk.exists(zkdata.PREFERRED_ELECTION)
                         and json.loads(zk.get(path)[0])["leader"] == 1)
             assert json.loads(zk.get(path)[0])["leader_epoch"] == st["leader_epoch"] + 1
             # an ISR change by the leader leaves a notification for the controller
             await stop_loop(a)                       # nobody consumes it meanwhile
-            before = set(zk.get_children(Z.ISR_CHANGES))
+            before = set(zk.get_children(zkdata.ISR_CHANGES))
             cur = a.md.topics["t"].partitions[0]
             code, _ = await a.alter_partition("t", 0, 1, cur.leader_epoch, cur.partition_epoch, [1])
             assert code == ErrorCode.NONE
-            new = set(zk.get_children(Z.ISR_CHANGES)) - before
+            new = set(zk.get_children(zkdata.ISR_CHANGES)) - before
             assert len(new) == 1 and next(iter(new)).startswith("isr_change_")
-            data = zk.get(f"{Z.ISR_CHANGES}/{new.pop()}")[0]
+            data = zk.get(f"{zkdata.ISR_CHANGES}/{new.pop()}")[0]
             assert json.loads(data) == {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}
             await until(lambda: b.md.topics["t"].partitions[0].isr == (1,))
             a._admin_dirty = True                    # the controller consumes it
             a._task = asyncio.get_running_loop().create_task(a._run())
-            await until(lambda: not zk.get_children(Z.ISR_CHANGES))
+            await until(lambda: not zk.get_children(zkdata.ISR_CHANGES))
         finally:
             a.close()
             b.close()
