@@ -49,6 +49,8 @@ import logging
 import os
 import time
 
+import psutil
+
 from mpbroker.controller import balance as balancer    # `balance` is a method here
 from mpbroker.metadata.placement import IN_TRANSIT, PlacementTable, parse_config
 from storage import space_reserve
@@ -64,7 +66,6 @@ AUTO_SAMPLE_MAX_S = 5.0           # the continuous balancer's sampling window, a
 def _cpu_meters(pids: dict[int, int]) -> dict:
     """{worker: psutil.Process} primed for `cpu_percent` (its first call starts the
     measurement, the next one returns the CPU % in between)."""
-    import psutil
     out = {}
     for wid, pid in pids.items():
         try:
@@ -79,7 +80,6 @@ def _cpu_meters(pids: dict[int, int]) -> dict:
 def _cpu_percent(proc, pid: int) -> float:
     """CPU % of the worker since `_cpu_meters`; 0.0 when it was respawned meanwhile (a
     new pid) or is gone."""
-    import psutil
     if proc is None or proc.pid != pid:
         return 0.0
     try:

@@ -36,7 +36,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from mpbroker.config import parse_properties
-from mpbroker.metadata.model import ClusterMetadata, from_dict, to_dict
+from mpbroker.metadata.model import ClusterMetadata, from_dict, generate_cluster_id, to_dict
 from storage import space_reserve
 from storage.checkpoint import atomic_write
 
@@ -187,7 +187,6 @@ def ensure_meta_properties(log_dirs: Sequence[str], configured_broker_id: int, c
             "meta.properties. The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong.")
     if cluster_id is None:
         if stored_cluster is None:
-            from mpbroker.metadata.model import generate_cluster_id
             stored_cluster = generate_cluster_id()
         cluster_id = stored_cluster
 
