@@ -6,14 +6,9 @@ import pytest
 from mpbroker import config as configmod
 
 from mpbroker.config import BROKER_CONFIGS, BrokerConfig, ConfigError, ConfigSource
+from tests.mpbroker.config.conftest import cfg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-def cfg(**props):
-    base = {"log.dirs": "/d"}
-    base.update({k.replace("_", "."): v for k, v in props.items()})
-    return BrokerConfig(base, cpu_count=4, cwd="/cwd")
 
 
 def test_from_text_overrides_win():

@@ -2,15 +2,10 @@
 from mpbroker import config as configmod
 
 from mpbroker.config import (
-    BROKER_CONFIGS, BrokerConfig, ConfigSource, ConfigType, describe_broker_configs,
+    BROKER_CONFIGS, ConfigSource, ConfigType, describe_broker_configs,
     describe_topic_configs,
 )
-
-
-def cfg(**props):
-    base = {"log.dirs": "/d"}
-    base.update({k.replace("_", "."): v for k, v in props.items()})
-    return BrokerConfig(base, cpu_count=4, cwd="/cwd")
+from tests.mpbroker.config.conftest import cfg
 
 
 def by_name(entries):

@@ -1,13 +1,8 @@
 """Tests for mpbroker/config/dynamic.py: dynamic broker config layers and their update modes."""
 import pytest
 
-from mpbroker.config import BrokerConfig, ConfigError, ConfigSource
-
-
-def cfg(**props):
-    base = {"log.dirs": "/d"}
-    base.update({k.replace("_", "."): v for k, v in props.items()})
-    return BrokerConfig(base, cpu_count=4, cwd="/cwd")
+from mpbroker.config import ConfigError, ConfigSource
+from tests.mpbroker.config.conftest import cfg
 
 
 def test_dynamic_layers_precedence_and_modes():

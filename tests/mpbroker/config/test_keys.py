@@ -1,15 +1,8 @@
 """Tests for mpbroker/config/keys.py: the key tables against Kafka's."""
 import pytest
 
-from mpbroker.config import (
-    BROKER_CONFIGS, TOPIC_BROKER_SYNONYMS, TOPIC_CONFIGS, BrokerConfig, ConfigError,
-)
-
-
-def cfg(**props):
-    base = {"log.dirs": "/d"}
-    base.update({k.replace("_", "."): v for k, v in props.items()})
-    return BrokerConfig(base, cpu_count=4, cwd="/cwd")
+from mpbroker.config import BROKER_CONFIGS, TOPIC_BROKER_SYNONYMS, TOPIC_CONFIGS, ConfigError
+from tests.mpbroker.config.conftest import cfg
 
 
 def test_defaults_table_matches_kafka():

@@ -2,14 +2,9 @@
 import pytest
 
 from mpbroker.config import (
-    TOPIC_CONFIGS, BrokerConfig, ConfigError, effective_topic_config, validate_topic_config,
+    TOPIC_CONFIGS, ConfigError, effective_topic_config, validate_topic_config,
 )
-
-
-def cfg(**props):
-    base = {"log.dirs": "/d"}
-    base.update({k.replace("_", "."): v for k, v in props.items()})
-    return BrokerConfig(base, cpu_count=4, cwd="/cwd")
+from tests.mpbroker.config.conftest import cfg
 
 
 def test_effective_topic_config_uses_broker_synonyms():

@@ -1,13 +1,8 @@
 """Tests for mpbroker/config/validators.py: the validators' messages."""
 import pytest
 
-from mpbroker.config import BrokerConfig, ConfigError
-
-
-def cfg(**props):
-    base = {"log.dirs": "/d"}
-    base.update({k.replace("_", "."): v for k, v in props.items()})
-    return BrokerConfig(base, cpu_count=4, cwd="/cwd")
+from mpbroker.config import ConfigError
+from tests.mpbroker.config.conftest import cfg
 
 
 def test_validator_messages():
