@@ -97,6 +97,11 @@ class EmbeddedController:
     def broker_config(self) -> configmod.BrokerConfig:
         return self._broker_cfg
 
+    def reload(self, cfg: configmod.BrokerConfig) -> None:
+        """SIGHUP: a new static layer (server.properties) under the same dynamic layers."""
+        self.cfg = cfg
+        self._broker_cfg = self.dynamic.over(cfg)
+
     def register_broker(self, broker_id: int, host: str, port: int, rack=None) -> None:
         if broker_id < 0:
             broker_id = self.broker_id

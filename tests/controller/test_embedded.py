@@ -172,3 +172,14 @@ def test_growth_on_a_full_disk_leaves_the_space_reserve_to_deletes(tmp_path, mon
     res = run(ctl.delete_topics([("old", None)], 0))
     assert res[0]["error_code"] == 0 and "old" not in ctl.md.topics
     assert not os.path.exists(reserve)
+
+
+def test_a_reloaded_static_layer_stays_under_the_dynamic_layers(tmp_path):
+    ctl = make(tmp_path)
+    out = run(ctl.alter_configs([(config_ops.BROKER, "", [("log.retention.ms", config_ops.SET, "1000")])],
+                                True, False))
+    assert out == [(config_ops.BROKER, "", 0, None)]
+    ctl.reload(configmod.BrokerConfig({**ctl.cfg.static, "log.retention.ms": "5",
+                                       "log.segment.bytes": "2000000"}))
+    assert ctl.broker_config()["log.retention.ms"] == 1000          # the dynamic layer wins
+    assert ctl.broker_config()["log.segment.bytes"] == 2000000      # the static layer changed

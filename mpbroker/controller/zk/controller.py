@@ -295,6 +295,11 @@ class ZkController:
     def broker_config(self) -> configmod.BrokerConfig:
         return self._broker_cfg
 
+    def reload(self, cfg: configmod.BrokerConfig) -> None:
+        """SIGHUP: a new static layer (server.properties) under the same dynamic layers."""
+        self.cfg = cfg
+        self._broker_cfg = self.dynamic.over(cfg)
+
     def _alter_broker(self, name, ops, incremental, validate_only) -> None:
         if self.dynamic.alter(self.cfg, self.broker_id, name, ops, incremental, validate_only):
             self._broker_cfg = self.dynamic.over(self.cfg)

@@ -43,3 +43,4 @@ def test_dynamic_layers_persist(tmp_path):
     assert not dyn.alter(cfg, 1, "1", [("log.retention.ms", ops.SET, "5")], True, True)   # validate only
     with pytest.raises(MetadataError):
         dyn.alter(cfg, 1, "2", [("log.retention.ms", ops.SET, "5")], True, False)
+
