@@ -32,6 +32,7 @@ from mpbroker import config as configmod
 from mpbroker.controller import broker_requests, isr_change, limits
 from mpbroker.controller import topic_requests
 from mpbroker.controller.config_ops import DynamicBrokerConfigs, alter_each, alter_topic, load_json
+from mpbroker.controller.producer_ids import BLOCK_SIZE, ProducerIdBlocks
 from mpbroker.metadata import model, store
 from mpbroker.metadata.model import MetadataError
 from mpbroker.metadata.quota import THROTTLING_MESSAGE
@@ -40,7 +41,6 @@ from storage.checkpoint import atomic_write
 
 log = logging.getLogger(__name__)
 
-PRODUCER_ID_BLOCK = 1000
 YIELD_EVERY = 256        # topics created between two yields to the event loop (heartbeats)
 
 
@@ -67,7 +67,7 @@ class EmbeddedController:
         self.md = md
         self.workers: list = []
         self._pid_path = os.path.join(self.log_dir, store.METADATA_DIR, "producer-id-block.json")
-        self._pid_next, self._pid_end = 0, 0
+        self.producer_ids = ProducerIdBlocks(self._claim_producer_id_block)
         self.dynamic = DynamicBrokerConfigs(self.log_dir)
         self._dynamic = self.dynamic.layers      # read by the controller process's SIGHUP reload
         self._broker_cfg = self.dynamic.over(cfg)
@@ -240,15 +240,12 @@ class EmbeddedController:
 
     # ----------------------------------------------------------------- producer ids
     async def allocate_producer_id(self) -> int:
-        if self._pid_next >= self._pid_end:
-            block = load_json(self._pid_path, {"next_block_start": 0})
-            start = block["next_block_start"]
-            atomic_write(self._pid_path,
-                               json.dumps({"next_block_start": start + PRODUCER_ID_BLOCK}).encode())
-            self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
-        pid = self._pid_next
-        self._pid_next += 1
-        return pid
+        return await self.producer_ids.allocate()
+
+    async def _claim_producer_id_block(self) -> int:
+        start = load_json(self._pid_path, {"next_block_start": 0})["next_block_start"]
+        atomic_write(self._pid_path, json.dumps({"next_block_start": start + BLOCK_SIZE}).encode())
+        return start
 
     # ----------------------------------------------------------------- cluster-mode APIs
     # One broker: it is the controller and the only replica, so these are small.

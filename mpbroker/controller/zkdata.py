@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from mpbroker.controller import producer_ids
 from mpbroker.metadata.model import uuid_from_str, uuid_to_str
 
 CLUSTER_ID = "/cluster/id"
@@ -65,7 +66,6 @@ PERSISTENT_PATHS = ("/consumers", "/admin/delete_topics", "/brokers/ids", "/brok
                     "/config/users", "/isr_change_notification", "/latest_producer_id_block",
                     "/log_dir_event_notification", "/brokers/seqid")
 
-PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 class ZkDataError(ValueError):
@@ -312,7 +312,7 @@ def parse_reassignment(data: bytes) -> Dict[Tuple[str, int], Tuple[int, ...]]:
         raise ZkDataError(f"{REASSIGN}: bad entry in {data!r}") from None
 
 
-def producer_id_block_json(broker_id: int, start: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> bytes:
+def producer_id_block_json(broker_id: int, start: int, size: int = producer_ids.BLOCK_SIZE) -> bytes:
     return _dumps({"version": 1, "broker": broker_id, "block_start": str(start),
                    "block_end": str(start + size - 1)})
 
@@ -326,7 +326,7 @@ def next_producer_id_block_start(data: bytes) -> int:
         end = int(d["block_end"])
     except (KeyError, TypeError, ValueError):
         raise ZkDataError(f"{PRODUCER_ID_BLOCK}: no block_end in {data!r}") from None
-    if end >= 2 ** 63 - 1 - PRODUCER_ID_BLOCK_SIZE:
+    if end >= 2 ** 63 - 1 - producer_ids.BLOCK_SIZE:
         raise ZkDataError("Have exhausted all producerIds.")
     return end + 1
 

@@ -23,6 +23,7 @@ from mpbroker import config as configmod
 from mpbroker.controller import limits, zkdata
 from mpbroker.controller import topic_requests
 from mpbroker.controller.config_ops import alter_each, alter_topic
+from mpbroker.controller.producer_ids import ProducerIdBlocks
 from mpbroker.controller.zk.cache import ZnodeCache
 from mpbroker.controller.zk.controllership import Controllership
 from mpbroker.controller.zk.session import ZkSession
@@ -51,8 +52,7 @@ class TopicAdmin:
         self._alter_broker = alter_broker
         self.broker_id = broker_id
         self.created_configs = topic_requests.CreatedConfigs()
-        self._pid_lock = asyncio.Lock()
-        self._pid_next, self._pid_end = 0, 0
+        self.producer_ids = ProducerIdBlocks(self._claim_producer_id_block)
 
     def _call(self, name: str, *args, **kw):
         """A kazoo client call by name (create_async, set_async, ...), awaited on the loop."""
@@ -281,14 +281,9 @@ class TopicAdmin:
 
     # ----------------------------------------------------------------- producer ids
     async def allocate_producer_id(self) -> int:
-        async with self._pid_lock:          # one block fetch at a time
-            if self._pid_next >= self._pid_end:
-                await self._next_producer_id_block()
-            pid = self._pid_next
-            self._pid_next += 1
-            return pid
+        return await self.producer_ids.allocate()
 
-    async def _next_producer_id_block(self) -> None:
+    async def _claim_producer_id_block(self) -> int:
         """Claim the next block of /latest_producer_id_block (CAS on its version)."""
         while True:
             data, stat = await self._call("get_async", zkdata.PRODUCER_ID_BLOCK)
@@ -297,7 +292,6 @@ class TopicAdmin:
                 await self._call("set_async", zkdata.PRODUCER_ID_BLOCK,
                                  zkdata.producer_id_block_json(self.broker_id, start),
                                  version=stat.version)
-                break
+                return start
             except BadVersionError:
                 continue
-        self._pid_next, self._pid_end = start, start + zkdata.PRODUCER_ID_BLOCK_SIZE
