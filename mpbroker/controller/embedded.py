@@ -13,7 +13,8 @@ boundary later (multiprocess runtime) without the handlers changing.
 
 Limits on what one request may ask (issue #15): `limits.py` (quota, partition caps);
 one request may create at most 9,999 partitions (KRaft's bound). What both controllers
-answer alike lives in `topic_requests.py`, `config_ops.py` and `isr_change.py`; the
+answer alike lives in `topic_requests.py`, `config_ops.py`, `isr_change.py` and
+`producer_ids.py`; the
 ZooKeeper controller (`zk/`) composes the same pieces. Topic creation is linear
 in the number of topics (`model.TopicBatch`) and yields to the event loop every
 `YIELD_EVERY` topics so that the controller's heartbeat keeps beating; the mutations hold
