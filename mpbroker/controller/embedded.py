@@ -8,17 +8,16 @@ older than what they hold. Producer id blocks are handed out from the same store
 an id is never given twice, even across restarts (ZooKeeper's
 `/latest_producer_id_block` plays this role in cluster mode).
 
-The worker-facing methods are coroutines so that the same calls can cross a process
-boundary later (multiprocess runtime) without the handlers changing.
+The worker-facing methods are coroutines: the controller process serves them to its
+workers over their channels (the ZooKeeper controller's need to await).
 
 Limits on what one request may ask (issue #15): `limits.py` (quota, partition caps);
 one request may create at most 9,999 partitions (KRaft's bound). What both controllers
 answer alike lives in `topic_requests.py`, `config_ops.py`, `isr_change.py` and
-`producer_ids.py`; the
-ZooKeeper controller (`zk/`) composes the same pieces. Topic creation is linear
-in the number of topics (`model.TopicBatch`) and yields to the event loop every
-`YIELD_EVERY` topics so that the controller's heartbeat keeps beating; the mutations hold
-one lock, so a change never interleaves with another.
+`producer_ids.py`; the ZooKeeper controller (`zk/`) composes the same pieces. Topic
+creation is linear in the number of topics (`model.TopicBatch`) and yields to the event
+loop every `YIELD_EVERY` topics so that the controller's heartbeat keeps beating; the
+mutations hold one lock, so a change never interleaves with another.
 """
 from __future__ import annotations
 
