@@ -1,6 +1,6 @@
 """The controller process's main (ARCHITECTURE §1): forked by the supervisor
 (mpbroker/supervisor.py), it runs the EmbeddedController (with `zookeeper.connect`: the
-ZooKeeper controller, mpbroker/controller/zk.py) behind `ControllerService`
+ZooKeeper controller, mpbroker/controller/zk/) behind `ControllerService`
 (mpbroker/controller_rpc.py), the placement manager and its admin socket, and the
 `metrics.listener` endpoint.
 

@@ -27,7 +27,7 @@ usable; with no dir left the worker stops and exits LOG_DIR_FAILURE_EXIT (4), on
 the supervisor stops the broker (exit 1).  `shutdown` returns the exit code: non-zero
 when a partition did not close cleanly (a stop's exit code says so).  In cluster mode
 the offline replicas are reported to the controller (`report_offline` ->
-`log_dir_failed`, mpbroker/controller/zk.py), which moves their leadership away.
+`log_dir_failed`, mpbroker/controller/zk/), which moves their leadership away.
 
 The periodic work of the logs is workers/housekeeping.py; what is on disk in the log
 dirs (stray logs, where a new partition goes) workers/log_dirs.py.
@@ -48,6 +48,7 @@ from typing import Callable
 from mpbroker import config as configmod
 from mpbroker.metadata.model import (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterMetadata,
                                      uuid_to_str)
+from mpbroker.metadata.placement import PlacementTable
 from mpbroker.protocol.errors import ErrorCode
 from storage.errors import DISK_FULL_ERRNOS, KafkaStorageError
 from storage.checkpoint import fsync_dir
@@ -59,7 +60,6 @@ from workers.groups.service import GroupService
 from workers.handlers.alter_replica_log_dirs import complete_future
 from workers.loop_timer import LoopTimer
 from workers.partition import Partition
-from workers.placement import PlacementTable
 from workers.purgatory import Purgatory
 from workers.replication import ReplicaManager
 from workers.timing_wheel import Timer
@@ -116,7 +116,7 @@ class Worker:
         self.listener_port = 0
         self._background: list[asyncio.Task] = []
         self.cleaners = housekeeping.cleaner_manager(config)
-        # Placement (workers/placement.py): one worker owns everything until the
+        # Placement (mpbroker/metadata/placement.py): one worker owns everything until the
         # controller pushes the shard table; `router` (workers/router.py) is set by the
         # process that builds the mesh (workers/main.py run_worker).
         self.placement = PlacementTable()
@@ -205,7 +205,7 @@ class Worker:
 
     # ---------------------------------------------------------------- metadata
     def owns(self, topic: str, index: int) -> bool:
-        """The placement map says this worker owns (topic, index) (workers/placement.py)."""
+        """The placement map says this worker owns (topic, index) (mpbroker/metadata/placement.py)."""
         return self.placement.owner(topic, index) == self.worker_id
 
     def apply_placement(self, table: PlacementTable) -> bool:

@@ -3,7 +3,7 @@ Pure functions over values (Kafka's Election.scala / PartitionStateMachine rules
 
 A partition is (assignment AR in preference order, LeaderAndIsr). Every function returns
 the new (leader, isr) or None when it cannot or need not change anything; the caller
-(the active controller, `mpbroker/controller/zk.py`) bumps the leader epoch and writes
+(the active controller, `mpbroker/controller/zk/`) bumps the leader epoch and writes
 the state znode conditionally on its zkVersion.
 
 * offline: the first replica in AR order that is live and in the ISR; new ISR = the live

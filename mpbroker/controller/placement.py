@@ -35,7 +35,7 @@ its children; deviation by design, same single-writer guarantee).
   time_ms, topic, partition, from, to, reason, imbalance before and after, unavailable
   ms); the file keeps the newest `HISTORY_KEEP` lines. `mpbroker placement history`.
 * CPU % per worker: psutil's `Process(pid).cpu_percent()` over the sampling interval
-  (primed at the first sample, read at the second), as the issue asks.
+  (primed at the first sample, read at the second).
 * The admin endpoint: a Unix socket at `admin.socket` (default
   `<log.dirs[0]>/.mpbroker-admin.sock`); one JSON line in (`{"cmd": "show"|"move"|
   "balance", ...}`), one JSON line out. Only local users with access to the data
@@ -49,9 +49,11 @@ import logging
 import os
 import time
 
-from mpbroker.controller import balance as B
+import psutil
+
+from mpbroker.controller import balance as balancer    # `balance` is a method here
+from mpbroker.metadata.placement import IN_TRANSIT, PlacementTable, parse_config
 from storage import space_reserve
-from workers.placement import IN_TRANSIT, PlacementTable, parse_config
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,6 @@ AUTO_SAMPLE_MAX_S = 5.0           # the continuous balancer's sampling window, a
 def _cpu_meters(pids: dict[int, int]) -> dict:
     """{worker: psutil.Process} primed for `cpu_percent` (its first call starts the
     measurement, the next one returns the CPU % in between)."""
-    import psutil
     out = {}
     for wid, pid in pids.items():
         try:
@@ -79,7 +80,6 @@ def _cpu_meters(pids: dict[int, int]) -> dict:
 def _cpu_percent(proc, pid: int) -> float:
     """CPU % of the worker since `_cpu_meters`; 0.0 when it was respawned meanwhile (a
     new pid) or is gone."""
-    import psutil
     if proc is None or proc.pid != pid:
         return 0.0
     try:
@@ -174,11 +174,11 @@ class PlacementManager:
         self.server = None
         self.admin_path = None
         self.history_path = history_path(cfg.log_dirs[0])
-        self.threshold = float(cfg.get("placement.balance.threshold", 0.2))
-        self.interval_s = int(cfg.get("placement.balance.interval.ms", 0)) / 1000
-        self.cooldown_s = int(cfg.get("placement.balance.cooldown.ms", 300000)) / 1000
+        self.threshold = float(cfg["placement.balance.threshold"])
+        self.interval_s = cfg["placement.balance.interval.ms"] / 1000
+        self.cooldown_s = cfg["placement.balance.cooldown.ms"] / 1000
         self.last_moved: dict[tuple[str, int], float] = {}   # monotonic time of the last move
-        self.smoother = B.Smoother()
+        self.smoother = balancer.Smoother()
         self._auto: asyncio.Task | None = None
 
     # ------------------------------------------------------------ worker messages
@@ -349,15 +349,15 @@ class PlacementManager:
                 "unavailable_ms": round((done - t0) * 1000, 3),
                 "close_ms": round((closed - t0) * 1000, 3), "revision": rev}
 
-    def _balance_input(self, s: dict, include_pinned: bool) -> tuple[B.Sample, set]:
+    def _balance_input(self, s: dict, include_pinned: bool) -> tuple[balancer.Sample, set]:
         """The planner's Sample from a `sample()` result, and the partitions that stay
         (config pins unless include_pinned, those moved within the cooldown)."""
-        smp = B.Sample(workers=tuple(range(self.table.num_workers)))
+        smp = balancer.Sample(workers=tuple(range(self.table.num_workers)))
         for w in s["workers"]:
             smp.worker_cpu[w["worker"]] = w.get("cpu_s_per_s", 0.0)
             for p in w["partitions"]:
                 tp = (p["topic"], p["partition"])
-                smp.partitions[tp] = B.PartitionRates(
+                smp.partitions[tp] = balancer.PartitionRates(
                     p["bytes_in_per_s"] + p["bytes_out_per_s"], p.get("requests_per_s", 0.0))
                 smp.owners[tp] = w["worker"]
         now = time.monotonic()
@@ -366,16 +366,16 @@ class PlacementManager:
             frozen |= {tp for tp in smp.partitions if self.table.pinned(*tp) is not None}
         return smp, frozen
 
-    def _decide(self, smp: B.Sample, frozen: set, threshold: float, max_moves: int) -> dict:
-        loads = B.partition_loads(smp)
-        before = B.worker_loads(loads, smp.owners, smp.workers)
-        moves = B.plan(loads, smp.owners, smp.workers, threshold, frozen, max_moves)
+    def _decide(self, smp: balancer.Sample, frozen: set, threshold: float, max_moves: int) -> dict:
+        loads = balancer.partition_loads(smp)
+        before = balancer.worker_loads(loads, smp.owners, smp.workers)
+        moves = balancer.plan(loads, smp.owners, smp.workers, threshold, frozen, max_moves)
         owners = dict(smp.owners)
         for tp, _, to in moves:
             owners[tp] = to
-        after = B.worker_loads(loads, owners, smp.workers)
-        return {"threshold": threshold, "imbalance_before": round(B.imbalance(before), 4),
-                "imbalance_after_estimate": round(B.imbalance(after), 4),
+        after = balancer.worker_loads(loads, owners, smp.workers)
+        return {"threshold": threshold, "imbalance_before": round(balancer.imbalance(before), 4),
+                "imbalance_after_estimate": round(balancer.imbalance(after), 4),
                 "load_before": {w: round(v, 4) for w, v in before.items()},
                 "load_after_estimate": {w: round(v, 4) for w, v in after.items()},
                 "moves": [{"topic": t, "partition": p, "from": f, "to": to}

@@ -1,7 +1,7 @@
 """ZooKeeper paths and znode JSON formats of Kafka's ZK mode (KafkaZkClient / ZkData). No I/O.
 
 Every function here turns values into the exact bytes Kafka writes, or parses those
-bytes back; `mpbroker/controller/zk.py` does the I/O. Paths are relative to the chroot
+bytes back; `mpbroker/controller/zk/` does the I/O. Paths are relative to the chroot
 of `zookeeper.connect`.
 
     /cluster/id                              {"version":"1","id":"<22-char base64url>"}
@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from mpbroker.controller import producer_ids
 from mpbroker.metadata.model import uuid_from_str, uuid_to_str
 
 CLUSTER_ID = "/cluster/id"
@@ -48,7 +49,6 @@ BROKER_IDS = "/brokers/ids"
 BROKER_SEQID = "/brokers/seqid"
 TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
-CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
 DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_ELECTION = "/admin/preferred_replica_election"
@@ -66,7 +66,6 @@ PERSISTENT_PATHS = ("/consumers", "/admin/delete_topics", "/brokers/ids", "/brok
                     "/config/users", "/isr_change_notification", "/latest_producer_id_block",
                     "/log_dir_event_notification", "/brokers/seqid")
 
-PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 class ZkDataError(ValueError):
@@ -313,7 +312,7 @@ def parse_reassignment(data: bytes) -> Dict[Tuple[str, int], Tuple[int, ...]]:
         raise ZkDataError(f"{REASSIGN}: bad entry in {data!r}") from None
 
 
-def producer_id_block_json(broker_id: int, start: int, size: int = PRODUCER_ID_BLOCK_SIZE) -> bytes:
+def producer_id_block_json(broker_id: int, start: int, size: int = producer_ids.BLOCK_SIZE) -> bytes:
     return _dumps({"version": 1, "broker": broker_id, "block_start": str(start),
                    "block_end": str(start + size - 1)})
 
@@ -327,7 +326,7 @@ def next_producer_id_block_start(data: bytes) -> int:
         end = int(d["block_end"])
     except (KeyError, TypeError, ValueError):
         raise ZkDataError(f"{PRODUCER_ID_BLOCK}: no block_end in {data!r}") from None
-    if end >= 2 ** 63 - 1 - PRODUCER_ID_BLOCK_SIZE:
+    if end >= 2 ** 63 - 1 - producer_ids.BLOCK_SIZE:
         raise ZkDataError("Have exhausted all producerIds.")
     return end + 1
 

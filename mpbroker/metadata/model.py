@@ -32,6 +32,9 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from mpbroker.config import ConfigError, validate_topic_config
+from mpbroker.protocol.errors import ErrorCode
+
 __all__ = [
     "ErrorCode", "MetadataError", "Broker", "PartitionState", "Topic", "ClusterMetadata",
     "INTERNAL_TOPICS", "MAX_TOPIC_NAME_LENGTH", "validate_topic_name", "has_collision_chars",
@@ -43,23 +46,6 @@ __all__ = [
     "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts",
     "MAX_PARTITIONS_PER_REQUEST", "EXCESSIVE_PARTITIONS_MESSAGE",
 ]
-
-
-class ErrorCode:
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    LEADER_NOT_AVAILABLE = 5
-    BROKER_NOT_AVAILABLE = 8
-    INVALID_TOPIC_EXCEPTION = 17
-    TOPIC_ALREADY_EXISTS = 36
-    INVALID_PARTITIONS = 37
-    INVALID_REPLICATION_FACTOR = 38
-    INVALID_REPLICA_ASSIGNMENT = 39
-    INVALID_CONFIG = 40
-    INVALID_REQUEST = 42
-    POLICY_VIOLATION = 44
-    THROTTLING_QUOTA_EXCEEDED = 89
-    UNKNOWN_TOPIC_ID = 100
 
 
 class MetadataError(Exception):
@@ -455,7 +441,6 @@ class TopicBatch:
 
 
 def _validated_configs(configs: Mapping[str, str]) -> Dict[str, str]:
-    from mpbroker.config import ConfigError, validate_topic_config   # same layer; lazy to keep model light
     try:
         validate_topic_config(configs)
     except ConfigError as e:

@@ -36,13 +36,14 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from mpbroker.config import parse_properties
-from mpbroker.metadata.model import ClusterMetadata, from_dict, to_dict
+from mpbroker.metadata.model import ClusterMetadata, from_dict, generate_cluster_id, to_dict
 from storage import space_reserve
+from storage.checkpoint import atomic_write
 
 __all__ = [
     "METADATA_DIR", "METADATA_FILE", "META_PROPERTIES", "MetadataStore", "MetadataStoreError",
     "InconsistentBrokerIdError", "InconsistentClusterIdError", "read_meta_properties",
-    "write_meta_properties", "ensure_meta_properties", "atomic_write",
+    "write_meta_properties", "ensure_meta_properties",
 ]
 
 METADATA_DIR = "__mpbroker_metadata"
@@ -60,25 +61,6 @@ class InconsistentBrokerIdError(MetadataStoreError):
 
 class InconsistentClusterIdError(MetadataStoreError):
     pass
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Write to ``path.tmp``, fsync, rename over ``path``, fsync the directory."""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 class MetadataStore:
@@ -205,7 +187,6 @@ def ensure_meta_properties(log_dirs: Sequence[str], configured_broker_id: int, c
             "meta.properties. The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong.")
     if cluster_id is None:
         if stored_cluster is None:
-            from mpbroker.metadata.model import generate_cluster_id
             stored_cluster = generate_cluster_id()
         cluster_id = stored_cluster
 

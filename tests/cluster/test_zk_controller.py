@@ -14,7 +14,7 @@ import logging
 import time
 
 from mpbroker import config as configmod
-from mpbroker.controller import zkdata as Z
+from mpbroker.controller import zkdata
 from mpbroker.controller.zk import ZkController
 from mpbroker.protocol.errors import ErrorCode
 
@@ -69,7 +69,7 @@ def test_alter_partition_and_controller_fencing(zookeeper, tmp_path):
         try:
             await a.start()
             await b.start()
-            assert a.active and not b.active and b.controller_id == 1
+            assert a.controllership.active and not b.controllership.active and b.cache.controller_id == 1
             res = await b.create_topics([{"name": "t", "num_partitions": 1, "replication_factor": 2,
                                           "assignments": {}, "configs": []}], False, 10000)
             assert res[0]["error_code"] == 0, res
@@ -109,8 +109,8 @@ def test_alter_partition_and_controller_fencing(zookeeper, tmp_path):
             data, stat = a.zk.get("/controller_epoch")
             a.zk.set("/controller_epoch", str(int(data) + 1).encode(), version=stat.version)
             before = a.zk.get("/brokers/topics/t/partitions/0/state")
-            ok = await a._write_state("t", 0, follower, (follower,), a.states[("t", 0)])
-            assert ok is False and not a.active
+            ok = await a.controllership.write_state("t", 0, follower, (follower,), a.cache.states[("t", 0)])
+            assert ok is False and not a.controllership.active
             assert a.zk.get("/brokers/topics/t/partitions/0/state")[1].version == before[1].version
         finally:
             a.close()
@@ -141,7 +141,7 @@ def test_isr_grows_only_by_registered_brokers_not_shutting_down(zookeeper, tmp_p
         try:
             for x in (a, b, c):
                 await x.start()
-            assert a.active
+            assert a.controllership.active
             await create(b, "t", {0: [1, 2, 3]})
             await until(lambda: "t" in a.md.topics)
 
@@ -153,7 +153,7 @@ def test_isr_grows_only_by_registered_brokers_not_shutting_down(zookeeper, tmp_p
             assert await alter([1, 2]) == ErrorCode.NONE       # alive, not shutting down
             assert await alter([1]) == ErrorCode.NONE
             c.close()                                            # broker 3 unregistered
-            await until(lambda: 3 not in a.brokers)
+            await until(lambda: 3 not in a.cache.brokers)
             assert await alter([1, 3]) == ErrorCode.INELIGIBLE_REPLICA
             code, remaining = await a.controlled_shutdown(2, b.broker_epoch)
             assert (code, remaining) == (ErrorCode.NONE, [])
@@ -163,7 +163,7 @@ def test_isr_grows_only_by_registered_brokers_not_shutting_down(zookeeper, tmp_p
             # shows itself offline there, so its workers close the follower, keeping the log
             st = b.md.topics["t"].partitions[0]
             resp = await b.controller_request(5, 3, {
-                "controller_id": 1, "controller_epoch": a.controller_epoch, "broker_epoch": b.broker_epoch,
+                "controller_id": 1, "controller_epoch": a.controllership.epoch, "broker_epoch": b.broker_epoch,
                 "topic_states": [{"topic_name": "t", "partition_states": [
                     {"partition_index": 0, "leader_epoch": st.leader_epoch, "delete_partition": False}]}]})
             assert resp["error_code"] == 0 and resp["partition_errors"][0]["error_code"] == 0
@@ -193,13 +193,13 @@ def test_a_stale_controller_cannot_write(zookeeper, tmp_path):
             topic_before = zk.get("/brokers/topics/t")
 
             # reassignment (the topic znode)
-            assert a.active
-            assert await a._write_assignment("t", {0: ((2, 1), (), ())}) is False
-            assert not a.active
+            assert a.controllership.active
+            assert await a.reassignments.write_assignment("t", {0: ((2, 1), (), ())}) is False
+            assert not a.controllership.active
             # CreatePartitions served by the stale controller
-            a.active = True
+            a.controllership.active = True
             res = await a.create_partitions([{"name": "t", "count": 2, "assignments": None}], False, 0)
-            assert res[0]["error_code"] == ErrorCode.NOT_CONTROLLER and not a.active
+            assert res[0]["error_code"] == ErrorCode.NOT_CONTROLLER and not a.controllership.active
             assert zk.get("/brokers/topics/t") == topic_before
             # ... and by a broker that read the controller epoch before it changed: refused
             # once, then (epoch read again) done
@@ -210,22 +210,22 @@ def test_a_stale_controller_cannot_write(zookeeper, tmp_path):
             assert sorted(json.loads(zk.get("/brokers/topics/t")[0])["partitions"]) == ["0", "1"]
             # topic deletion, every replica having answered
             zk.create("/admin/delete_topics/t")
-            await a._load_deletions()
-            a.active, a._del_acked["t"] = True, {1, 2}
-            await a._progress_deletions()
-            assert not a.active
+            await a.cache.load_deletions()
+            a.controllership.active, a.deletion.acked["t"] = True, {1, 2}
+            await a.deletion.progress()
+            assert not a.controllership.active
             assert zk.exists("/brokers/topics/t/partitions/0/state") and zk.exists("/admin/delete_topics/t")
             # the /admin and ISR notification cleanups
-            zk.create(Z.PREFERRED_ELECTION, Z.partitions_json([("t", 0)]))
-            zk.create(f"{Z.ISR_CHANGES}/isr_change_", Z.partitions_json([("t", 0)]), sequence=True)
-            a.active = True
+            zk.create(zkdata.PREFERRED_ELECTION, zkdata.partitions_json([("t", 0)]))
+            zk.create(f"{zkdata.ISR_CHANGES}/isr_change_", zkdata.partitions_json([("t", 0)]), sequence=True)
+            a.controllership.active = True
             await a._handle_admin()
-            assert not a.active
-            assert zk.exists(Z.PREFERRED_ELECTION) and zk.get_children(Z.ISR_CHANGES)
+            assert not a.controllership.active
+            assert zk.exists(zkdata.PREFERRED_ELECTION) and zk.get_children(zkdata.ISR_CHANGES)
             # the state writes (fenced since before)
-            a.active = True
-            st = a.states[("t", 0)]
-            assert await a._write_state("t", 0, 2, (2,), st) is False and not a.active
+            a.controllership.active = True
+            st = a.cache.states[("t", 0)]
+            assert await a.controllership.write_state("t", 0, 2, (2,), st) is False and not a.controllership.active
         finally:
             a.close()
             b.close()
@@ -283,24 +283,24 @@ def test_preferred_election_znode_and_isr_change_notifications(zookeeper, tmp_pa
             zk.set(path, json.dumps(st).encode(), version=stat.version)
             await until(lambda: a.md.topics["t"].partitions[0].leader == 2)
             # kafka-preferred-replica-election.sh --zookeeper writes this znode
-            zk.create(Z.PREFERRED_ELECTION, Z.partitions_json([("t", 0)]))
-            await until(lambda: not zk.exists(Z.PREFERRED_ELECTION)
+            zk.create(zkdata.PREFERRED_ELECTION, zkdata.partitions_json([("t", 0)]))
+            await until(lambda: not zk.exists(zkdata.PREFERRED_ELECTION)
                         and json.loads(zk.get(path)[0])["leader"] == 1)
             assert json.loads(zk.get(path)[0])["leader_epoch"] == st["leader_epoch"] + 1
             # an ISR change by the leader leaves a notification for the controller
             await stop_loop(a)                       # nobody consumes it meanwhile
-            before = set(zk.get_children(Z.ISR_CHANGES))
+            before = set(zk.get_children(zkdata.ISR_CHANGES))
             cur = a.md.topics["t"].partitions[0]
             code, _ = await a.alter_partition("t", 0, 1, cur.leader_epoch, cur.partition_epoch, [1])
             assert code == ErrorCode.NONE
-            new = set(zk.get_children(Z.ISR_CHANGES)) - before
+            new = set(zk.get_children(zkdata.ISR_CHANGES)) - before
             assert len(new) == 1 and next(iter(new)).startswith("isr_change_")
-            data = zk.get(f"{Z.ISR_CHANGES}/{new.pop()}")[0]
+            data = zk.get(f"{zkdata.ISR_CHANGES}/{new.pop()}")[0]
             assert json.loads(data) == {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}
             await until(lambda: b.md.topics["t"].partitions[0].isr == (1,))
             a._admin_dirty = True                    # the controller consumes it
             a._task = asyncio.get_running_loop().create_task(a._run())
-            await until(lambda: not zk.get_children(Z.ISR_CHANGES))
+            await until(lambda: not zk.get_children(zkdata.ISR_CHANGES))
         finally:
             a.close()
             b.close()

@@ -3,7 +3,7 @@ KIP-578 caps, the KIP-599 mutation quota (injected clock) and yielding to the lo
 import asyncio
 
 from mpbroker import config as configmod
-from mpbroker.controller import embedded
+from mpbroker.controller import config_ops, embedded, limits
 from mpbroker.controller.embedded import EmbeddedController
 from mpbroker.protocol.errors import ErrorCode
 
@@ -51,7 +51,7 @@ def test_mutation_quota_strict_and_permissive(tmp_path, monkeypatch):
     now = [1_000_000]
     ctl = make(tmp_path, controller_mutation_rate=1, controller_quota_window_num=2,
                controller_quota_window_size_seconds=1)          # burst 2 partitions
-    ctl.quotas.clock = lambda: now[0]
+    ctl.limits.quotas.clock = lambda: now[0]
     res = run(ctl.create_topics([spec("a", 3), spec("b", 1)], False, 0, ("app", True)))
     assert [r["error_code"] for r in res] == [0, ErrorCode.THROTTLING_QUOTA_EXCEEDED]
     assert res[1]["error_message"] == "The throttling quota has been exceeded."
@@ -111,10 +111,10 @@ def test_mutations_do_not_interleave(tmp_path):
 def test_quota_and_caps_follow_dynamic_config(tmp_path):
     ctl = make(tmp_path)
     assert run(ctl.create_topics([spec("a", 50)], False, 0, ("app", True)))[0]["error_code"] == 0
-    out = run(ctl.alter_configs([(embedded.BROKER, "", [("controller.mutation.rate", embedded.SET, "0.01"),
-                                                        ("max.broker.partitions", embedded.SET, "60")])],
+    out = run(ctl.alter_configs([(config_ops.BROKER, "", [("controller.mutation.rate", config_ops.SET, "0.01"),
+                                                        ("max.broker.partitions", config_ops.SET, "60")])],
                                 True, False))
-    assert out == [(embedded.BROKER, "", 0, None)]
+    assert out == [(config_ops.BROKER, "", 0, None)]
     res = run(ctl.create_topics([spec("b", 11)], False, 0, ("app", True)))
     assert res[0]["error_code"] == ErrorCode.POLICY_VIOLATION
     res = run(ctl.create_topics([spec("b", 1), spec("c", 1)], False, 0, ("app", True)))
@@ -123,10 +123,10 @@ def test_quota_and_caps_follow_dynamic_config(tmp_path):
 
 
 def test_file_descriptor_limit_lowers_the_broker_cap(tmp_path, monkeypatch):
-    assert embedded.fd_ceiling(2, soft_limit=20000)[0] == 2 * (20000 - 1024) // 6
-    assert embedded.fd_ceiling(1, soft_limit=100)[0] == 1          # never below one
-    assert embedded.fd_ceiling(4, soft_limit=embedded.resource.RLIM_INFINITY) == (None, "")
-    monkeypatch.setattr(embedded, "fd_ceiling", lambda workers: (
+    assert limits.fd_ceiling(2, soft_limit=20000)[0] == 2 * (20000 - 1024) // 6
+    assert limits.fd_ceiling(1, soft_limit=100)[0] == 1          # never below one
+    assert limits.fd_ceiling(4, soft_limit=limits.resource.RLIM_INFINITY) == (None, "")
+    monkeypatch.setattr(limits, "fd_ceiling", lambda workers: (
         30, f"max.broker.partitions, lowered to what RLIMIT_NOFILE=1204 allows {workers} worker(s)"))
     ctl = make(tmp_path, num_workers=1)
     res = run(ctl.create_topics([spec("a", 20), spec("b", 20)], False, 0))
@@ -172,3 +172,14 @@ def test_growth_on_a_full_disk_leaves_the_space_reserve_to_deletes(tmp_path, mon
     res = run(ctl.delete_topics([("old", None)], 0))
     assert res[0]["error_code"] == 0 and "old" not in ctl.md.topics
     assert not os.path.exists(reserve)
+
+
+def test_a_reloaded_static_layer_stays_under_the_dynamic_layers(tmp_path):
+    ctl = make(tmp_path)
+    out = run(ctl.alter_configs([(config_ops.BROKER, "", [("log.retention.ms", config_ops.SET, "1000")])],
+                                True, False))
+    assert out == [(config_ops.BROKER, "", 0, None)]
+    ctl.reload(configmod.BrokerConfig({**ctl.cfg.static, "log.retention.ms": "5",
+                                       "log.segment.bytes": "2000000"}))
+    assert ctl.broker_config()["log.retention.ms"] == 1000          # the dynamic layer wins
+    assert ctl.broker_config()["log.segment.bytes"] == 2000000      # the static layer changed

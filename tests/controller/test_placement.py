@@ -9,7 +9,7 @@ import json
 import time
 
 from mpbroker import config as configmod
-from mpbroker.controller import placement as P
+from mpbroker.controller import placement
 
 
 def _manager(tmp_path, **extra):
@@ -18,7 +18,7 @@ def _manager(tmp_path, **extra):
     cfg = configmod.BrokerConfig(props)
 
     async def make():
-        return P.PlacementManager(cfg, service=None, num_workers=2)
+        return placement.PlacementManager(cfg, service=None, num_workers=2)
     return asyncio.run(make())
 
 
@@ -30,7 +30,7 @@ def test_request_rates_are_summed_over_the_fronts_and_skip_respawned_workers():
                                                                ["u", 0, 4]]},
          1: {"pid": 11, "time": 102.0, "partition_requests": [["t", 0, 12]]},
          2: {"pid": 99, "time": 102.0, "partition_requests": [["t", 0, 1]]}}
-    assert P._partition_request_rates(a, b) == {("t", 0): 15.0, ("u", 0): 2.0}
+    assert placement._partition_request_rates(a, b) == {("t", 0): 15.0, ("u", 0): 2.0}
 
 
 def _sample(parts):
@@ -65,7 +65,7 @@ def test_settings_from_the_config_and_not_pins(tmp_path):
 def test_history_is_appended_bounded_and_survives_a_torn_line(tmp_path, monkeypatch):
     m = _manager(tmp_path)
     assert m.history() == []
-    monkeypatch.setattr(P, "HISTORY_KEEP", 3)
+    monkeypatch.setattr(placement, "HISTORY_KEEP", 3)
     for i in range(7):
         m.record([{"time_ms": i, "topic": "t", "partition": i, "from": 0, "to": 1,
                    "reason": "balance"}])

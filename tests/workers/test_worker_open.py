@@ -159,7 +159,7 @@ def test_a_chunk_ends_early_on_a_slow_disk(tmp_path, monkeypatch):
 def test_a_placement_revision_is_acknowledged_once_its_new_logs_are_open(tmp_path):
     """The controller's move waits for the new owner's acknowledgement that it opened
     the logs (mpbroker/controller/placement.py): not before the last chunk."""
-    from workers.placement import PlacementTable
+    from mpbroker.metadata.placement import PlacementTable
     n = 3 * CHUNK
     md = metadata(topic("t", n), epoch=2)
 

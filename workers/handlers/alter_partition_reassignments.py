@@ -1,6 +1,6 @@
 """AlterPartitionReassignments (key 45), v0. Cluster-scoped: the active controller starts
 (replicas given) or cancels (replicas null) partition reassignments (KIP-455; see
-mpbroker/controller/zk.py "reassignment"). A broker that is not the active controller
+mpbroker/controller/zk/ "reassignment"). A broker that is not the active controller
 answers NOT_CONTROLLER at the top level."""
 from mpbroker.protocol.errors import ErrorCode
 

@@ -1,6 +1,6 @@
 """ControlledShutdown (key 7), v0-3. Cluster-scoped: a stopping broker asks the active
 controller to move its leaderships to other ISR members and to drop it from the ISRs
-(mpbroker/controller/zk.py `controlled_shutdown`). A broker that is not the active
+(mpbroker/controller/zk/ `controlled_shutdown`). A broker that is not the active
 controller answers NOT_CONTROLLER; the sender retries (controlled.shutdown.max.retries)."""
 from mpbroker.protocol.errors import ErrorCode
 

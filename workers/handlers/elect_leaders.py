@@ -1,6 +1,6 @@
 """ElectLeaders (key 43), v0-2. Cluster-scoped: the active controller runs a preferred
 (election_type 0; v0 has no type) or unclean (1) election for the named partitions, or
-for every partition when `topic_partitions` is null (mpbroker/controller/zk.py
+for every partition when `topic_partitions` is null (mpbroker/controller/zk/
 `elect_leaders`). Per-partition errors: ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
 ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION; a broker that is not the
 active controller answers NOT_CONTROLLER (top level from v1, and per partition)."""

@@ -52,7 +52,7 @@ def default_owner(topic: str, partition: int, num_workers: int) -> int:
     return (stable_hash(topic) + partition) % max(1, num_workers)
 
 
-# `placement.balance.*` are the balancer's settings (mpbroker/config.py), not pins of
+# `placement.balance.*` are the balancer's settings (mpbroker/config/keys.py), not pins of
 # topics named "balance.*".
 SETTINGS_PREFIX = "balance."
 

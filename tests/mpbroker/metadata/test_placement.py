@@ -1,10 +1,10 @@
-"""The placement map (workers/placement.py): default spread, config overrides, run-time
+"""The placement map (mpbroker/metadata/placement.py): default spread, config overrides, run-time
 assignments, revisions, persistence format, reconcile on a new worker count (the balancing decision: tests/controller/test_balance.py)."""
 from __future__ import annotations
 
 import collections
 
-from workers.placement import (IN_TRANSIT, PlacementTable, default_owner, parse_config,
+from mpbroker.metadata.placement import (IN_TRANSIT, PlacementTable, default_owner, parse_config,
                                stable_hash)
 
 

@@ -1,0 +1,44 @@
+"""The view the znode cache builds (mpbroker/controller/zk/cache.py)."""
+from tests.mpbroker.controller.zk.conftest import fill
+
+
+def test_view_has_live_brokers_and_initialized_partitions_only(cache):
+    fill(cache, brokers=(1, 2), topics={"t": {0: (1, 2), 1: (2, 3)}},
+         states={("t", 0): (1, (1, 2))})
+    md = cache.build(epoch=4)
+    assert (md.epoch, sorted(md.brokers)) == (4, [1, 2])
+    st = md.topics["t"].partitions
+    assert list(st) == [0]                        # partition 1 has no state znode yet
+    assert (st[0].leader, st[0].isr, st[0].partition_epoch) == (1, (1, 2), 5)
+
+
+def test_offline_replicas(cache):
+    fill(cache, brokers=(1, 2), topics={"t": {0: (2, 3, 1)}}, states={("t", 0): (2, (2,))})
+    cache.offline[("t", 0)] = {2}                 # broker 2 reported a failed log dir
+    assert cache.build(0).topics["t"].partitions[0].offline_replicas == (2, 3)
+    cache.stopped.add(("t", 0))                   # this broker (1) got StopReplica
+    assert cache.build(0).topics["t"].partitions[0].offline_replicas == (2, 3, 1)
+
+
+def test_topics_marked_for_deletion_leave_the_view_unless_deletion_is_disabled(cache, broker_cfg):
+    fill(cache, topics={"t": {0: (1,)}}, states={("t", 0): (1, (1,))})
+    cache.deleting = {"t"}
+    assert "t" not in cache.build(0).topics
+    broker_cfg["delete.topic.enable"] = False
+    assert "t" in cache.build(0).topics
+
+
+def test_unclean_election_topic_override_wins(cache, broker_cfg):
+    assert cache.unclean("t") is False
+    cache.configs["t"] = {"unclean.leader.election.enable": "TRUE"}
+    assert cache.unclean("t") is True
+    broker_cfg["unclean.leader.election.enable"] = True
+    cache.configs["t"] = {"unclean.leader.election.enable": "false"}
+    assert cache.unclean("t") is False
+
+
+def test_drop_topic(cache):
+    fill(cache, topics={"t": {0: (1,)}, "u": {0: (1,)}},
+         states={("t", 0): (1, (1,)), ("u", 0): (1, (1,))})
+    cache.drop_topic("t")
+    assert list(cache.topics) == ["u"] and list(cache.states) == [("u", 0)]
