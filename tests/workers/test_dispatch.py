@@ -21,7 +21,7 @@ from mpbroker.protocol import api_keys as K
 from mpbroker.protocol import codec
 from mpbroker.protocol.errors import ErrorCode as E
 from storage.errors import CorruptRecordError
-from tests.protocol.test_error_response import Sample, _walk
+from tests.mpbroker.protocol.test_error_response import Sample, _walk
 from workers import dispatch as D
 from workers import handler_errors as HE
 from workers.handlers import HANDLERS, Handler

@@ -12,7 +12,7 @@ from tests.conftest import require_module
 
 require_module("pyspark")
 
-from tests.spark.util import produce, read_all  # noqa: E402
+from tests.mpbroker.spark.util import produce, read_all  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
