@@ -219,7 +219,7 @@ def test_connection_answers_pipelined_requests_in_order_after_a_failure(failing)
     from workers.connection import Connection
 
     async def fails_later(broker, ctx, req):
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)       # the scenario: it fails after the ones behind it
         raise OSError(errno.ENOSPC, "No space left on device")
 
     def fails_now(broker, ctx, req):
