@@ -85,7 +85,7 @@ from storage.batch import LOG_APPEND_TIME, BatchBuilder
 from storage.checkpoint import CheckpointError, OffsetCheckpoint
 from storage.errors import InvalidRecordError, StorageError
 from storage.index import INT32_MAX
-from storage.log import CLEANER_CHECKPOINT_FILE
+from storage.log_retention import CLEANER_CHECKPOINT_FILE
 from storage.producer_state import read_end_txn_marker
 from storage.segment import CLEANED_SUFFIX, LogSegment
 
