@@ -287,6 +287,16 @@ def emit_json(obj) -> None:
     print(json.dumps(obj, indent=2, sort_keys=False, default=str))
 
 
+def emit(args, obj, lines: Iterable[str]) -> None:
+    """A command's answer: `obj` as JSON under --json, else `lines` for people, one a
+    line (a generator: only walked when printed)."""
+    if args.json:
+        emit_json(obj)
+    else:
+        for line in lines:
+            print(line)
+
+
 def table(headers: list[str], rows: list[list]) -> None:
     """Columns as Kafka's tools print them: left-aligned, padded to the widest cell."""
     cells = [[("-" if c is None else str(c)) for c in r] for r in rows]

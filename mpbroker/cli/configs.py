@@ -157,10 +157,8 @@ def cmd_alter(args) -> int:
         res = ConfigResource(rtype, name, incremental_configs=entries)
         A.result(client.incremental_alter_configs([res], request_timeout=A.timeout_s(args))[res],
                  args)
-    if args.json:
-        A.emit_json({"entity_type": etype, "entity_name": name, "set": sets, "deleted": deletes})
-    else:
-        print(f"Completed updating config for {_label(etype, name)}.")
+    A.emit(args, {"entity_type": etype, "entity_name": name, "set": sets, "deleted": deletes},
+           [f"Completed updating config for {_label(etype, name)}."])
     return 0
 
 

@@ -289,13 +289,10 @@ def cmd_delete(args) -> int:
         except A.CliError as e:
             results[g] = str(e)
     failed = {g: e for g, e in results.items() if e}
-    if args.json:
-        A.emit_json([{"group": g, "error": e} for g, e in results.items()])
-    else:
-        ok = [g for g, e in results.items() if not e]
-        if ok:
-            print("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok)
-                  + ") was successful.")
+    ok = [g for g, e in results.items() if not e]
+    A.emit(args, [{"group": g, "error": e} for g, e in results.items()],
+           ["Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok)
+            + ") was successful."] if ok else [])
     for g, e in failed.items():
         print(f"mpbroker: deletion of consumer group '{g}' failed: {e}", file=sys.stderr)
     return 1 if failed else 0

@@ -151,12 +151,9 @@ def cmd_move(args) -> int:
             raise A.CliError(f"REQUEST_TIMED_OUT: {name} is not in {args.dir} after "
                              f"{args.request_timeout_ms} ms")
         time.sleep(0.2)
-    if args.json:
-        A.emit_json({"version": 1, "moves": moves})
-        return 0
-    for m in moves:
-        state = "done" if m["done"] else "started"
-        print(f"broker {m['broker']}: moving {name} to {m['logDir']}: {state}")
+    A.emit(args, {"version": 1, "moves": moves},
+           (f"broker {m['broker']}: moving {name} to {m['logDir']}: "
+            f"{'done' if m['done'] else 'started'}" for m in moves))
     return 0
 
 

@@ -65,11 +65,8 @@ def cmd_offsets(args) -> int:
         rows.append({"topic": tp.topic, "partition": tp.partition,
                      "offset": info.offset if info.offset >= 0 else None,
                      "timestamp": info.timestamp if info.timestamp >= 0 else None})
-    if args.json:
-        A.emit_json(rows)
-    else:
-        for r in rows:
-            print(f"{r['topic']}:{r['partition']}:{'' if r['offset'] is None else r['offset']}")
+    A.emit(args, rows, (f"{r['topic']}:{r['partition']}:{'' if r['offset'] is None else r['offset']}"
+                        for r in rows))
     return 0
 
 

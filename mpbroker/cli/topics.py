@@ -33,11 +33,7 @@ def cmd_list(args) -> int:
     client = A.admin_client(args)
     md = A.metadata(args, client)
     names = sorted(t for t in md.topics if not (args.exclude_internal and t in INTERNAL_TOPICS))
-    if args.json:
-        A.emit_json(names)
-    else:
-        for n in names:
-            print(n)
+    A.emit(args, names, names)
     return 0
 
 
@@ -56,10 +52,7 @@ def cmd_create(args) -> int:
         if not (args.if_not_exists and str(e).startswith("TOPIC_ALREADY_EXISTS")):
             raise
         created = False
-    if args.json:
-        A.emit_json({"topic": name, "created": created})
-    elif created:
-        print(f"Created topic {name}.")
+    A.emit(args, {"topic": name, "created": created}, [f"Created topic {name}."] if created else [])
     return 0
 
 
@@ -140,13 +133,12 @@ def cmd_alter(args) -> int:
         A.result(fut, args)
         done["set_configs"] = sets
         done["deleted_configs"] = list(args.delete_config)
-    if args.json:
-        A.emit_json(done)
-    else:
-        if "partitions" in done:
-            print(f"Topic {name} now has {args.partitions} partitions.")
-        if sets or args.delete_config:
-            print(f"Completed updating config for topic {name}.")
+    said = []
+    if "partitions" in done:
+        said.append(f"Topic {name} now has {args.partitions} partitions.")
+    if sets or args.delete_config:
+        said.append(f"Completed updating config for topic {name}.")
+    A.emit(args, done, said)
     return 0
 
 
@@ -166,11 +158,7 @@ def cmd_delete(args) -> int:
                 missing.append(n)
                 continue
             raise
-    if args.json:
-        A.emit_json({"deleted": deleted, "missing": missing})
-    else:
-        for n in deleted:
-            print(f"Deleted topic {n}.")
+    A.emit(args, {"deleted": deleted, "missing": missing}, (f"Deleted topic {n}." for n in deleted))
     return 0
 
 
