@@ -27,7 +27,6 @@ import sys
 import uuid
 from pathlib import Path
 
-
 from loadtest.bench.runner import tree_cpu_s
 from loadtest.bench_workers import admin_show, front_of, produce
 from loadtest.peers import MpbrokerPeer, create_topic, delete_topic, make_workdir
