@@ -243,10 +243,6 @@ class _MmapIndex:
         os.close(self._fd)
         self._fd = -1
 
-    def rename_to(self, path: str) -> None:
-        os.rename(self.path, path)
-        self.path = path
-
     def delete(self) -> None:
         self.close(trim=False)
         try:

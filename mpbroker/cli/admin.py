@@ -164,13 +164,6 @@ def metadata(args, client, topic: str | None = None):
         raise _library_error(e)
 
 
-def error_of(kafka_error) -> str | None:
-    """'NAME: message' of a per-item error (None when there is none)."""
-    if kafka_error is None or not kafka_error.code():
-        return None
-    return f"{kafka_name(kafka_error)}: {kafka_error.str()}"
-
-
 # ------------------------------------------------------------------ the project's client
 
 def _plaintext_only(args, what: str) -> None:
