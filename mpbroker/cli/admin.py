@@ -97,7 +97,7 @@ def kafka_name(err) -> str:
     return error_name(code) if code >= 0 else err.name()
 
 
-def _library_error(e: Exception) -> CliError:
+def library_error(e: Exception) -> CliError:
     """A confluent-kafka exception as one line: Kafka's error name and message."""
     err = e.args[0] if getattr(e, "args", None) else None
     if err is not None and hasattr(err, "name") and hasattr(err, "str"):
@@ -109,7 +109,7 @@ def _library_error(e: Exception) -> CliError:
 
 
 def _config_failed(e: Exception) -> CliError:
-    ce = _library_error(e)
+    ce = library_error(e)
     return CliError(f"bad client configuration: {ce}", 2)
 
 
@@ -149,7 +149,7 @@ def result(future, args) -> Any:
     try:
         return future.result(timeout=timeout_s(args) + 5)
     except KafkaException as e:
-        raise _library_error(e)
+        raise library_error(e)
     except concurrent.futures.TimeoutError:
         raise CliError(f"REQUEST_TIMED_OUT: no answer within {args.request_timeout_ms} ms "
                        f"from {args.bootstrap_server}")
@@ -161,7 +161,7 @@ def metadata(args, client, topic: str | None = None):
     try:
         return client.list_topics(topic=topic, timeout=timeout_s(args))
     except KafkaException as e:
-        raise _library_error(e)
+        raise library_error(e)
 
 
 # ------------------------------------------------------------------ the project's client
@@ -323,7 +323,7 @@ def run(func: Callable, args) -> int:
         # the library refuses an argument (ValueError/TypeError) or fails in a way
         # not mapped above: still one line, no traceback
         if type(e).__name__ == "KafkaException":
-            print(f"mpbroker: {_library_error(e)}", file=sys.stderr)
+            print(f"mpbroker: {library_error(e)}", file=sys.stderr)
         else:
             print(f"mpbroker: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
