@@ -44,7 +44,7 @@ to the periodic one).
 Reads (`read`) return `FileSlice`s of whole batches, at least one batch when
 `min_one_batch` even past `max_bytes`, and never a batch at or past `max_offset`.
 
-Transactions (seed 000 §6.3, Kafka's UnifiedLog).  Transactional batches open a
+Transactions (Kafka's UnifiedLog).  Transactional batches open a
 transaction per producer (storage/producer_state.py); `append_control` (leader, asked
 by the transaction coordinator through WriteTxnMarkers) writes a COMMIT/ABORT control
 batch; follower appends of copied control batches do the same bookkeeping.  Each ABORT
