@@ -27,8 +27,7 @@ import sys
 import uuid
 from pathlib import Path
 
-import psutil
-
+from loadtest.bench.runner import tree_cpu_s
 from loadtest.bench_workers import admin_show, front_of, produce
 from loadtest.peers import MpbrokerPeer, create_topic, delete_topic, make_workdir
 
@@ -47,14 +46,8 @@ class TreePeer(MpbrokerPeer):
 
 
 def broker_cpu(peer) -> float:
-    total = 0.0
-    for c in psutil.Process(peer.proc.pid).children(recursive=True):
-        try:
-            t = c.cpu_times()
-            total += t.user + t.system
-        except psutil.Error:
-            pass
-    return total
+    """CPU seconds of the broker's processes below its supervisor."""
+    return tree_cpu_s(peer.proc.pid, children_only=True)
 
 
 def main(argv=None) -> int:

@@ -41,6 +41,7 @@ from mpbroker.metadata import model
 from workers.worker import Worker
 
 from loadtest.loop_stall import LoopStall
+from loadtest.wire import recv_frame
 
 ME = 1
 
@@ -118,20 +119,9 @@ def api_versions_waits(bootstrap: str, stop, out: list) -> None:
         while not stop.is_set():
             start = time.perf_counter()
             sock.sendall(frame)
-            size = struct.unpack(">i", _recv(sock, 4))[0]
-            _recv(sock, size)
+            recv_frame(sock)
             worst = max(worst, time.perf_counter() - start)
     out.append(worst)
-
-
-def _recv(sock, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
 
 
 def broker_main(sizes: list[int], workers: int) -> None:

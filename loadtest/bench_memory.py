@@ -33,7 +33,6 @@ import os
 import re
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tarfile
@@ -44,6 +43,7 @@ from pathlib import Path
 
 from loadtest.bench_workers import produce
 from loadtest.peers import REPO_ROOT, MpbrokerPeer, create_topic, make_workdir
+from loadtest.wire import recv_frame
 from mpbroker.protocol import codec, framing
 
 FETCH, API_VERSIONS = 1, 18
@@ -91,20 +91,9 @@ def rss(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
-
-
 def call(s: socket.socket, api_key: int, version: int, cid: int, body: dict) -> bytes:
     s.sendall(framing.frame_request(api_key, version, cid, "bench-memory", body))
-    size = struct.unpack(">i", recv_exact(s, 4))[0]
-    return recv_exact(s, size)
+    return recv_frame(s)
 
 
 def settle(pid: int) -> int:

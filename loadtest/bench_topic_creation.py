@@ -39,6 +39,7 @@ from mpbroker.controller.embedded import EmbeddedController
 from mpbroker.metadata import model
 
 from loadtest.loop_stall import LoopStall
+from loadtest.wire import recv_frame
 
 
 def controller(tmp: str) -> EmbeddedController:
@@ -90,20 +91,9 @@ def create_topics_v4(bootstrap: str, name: str, partitions: int, timeout_s: floa
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
         sock.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        frame = _recv(sock, size)
+        frame = recv_frame(sock)
     resp = codec.decode_response(19, 4, memoryview(frame), 4)
     return resp["topics"][0]["error_code"]
-
-
-def _recv(sock, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
 
 
 def raw_log_open_s(n: int) -> float:

@@ -39,6 +39,18 @@ def conf(bootstrap: str) -> dict:
             "message.timeout.ms": int(MEASURE_TIMEOUT_S * 1000)}
 
 
+def _produce(p, topic: str, payload: bytes, deadline: float, what: str) -> None:
+    """One record, waiting (polling) while librdkafka's queue is full, until `deadline`."""
+    while True:
+        try:
+            p.produce(topic, payload)
+            return
+        except BufferError:
+            p.poll(0.01)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} produce did not drain")
+
+
 def run_idempotent(bootstrap: str, topic: str, n: int, payload: bytes) -> float:
     from confluent_kafka import Producer
     p = Producer(conf(bootstrap))
@@ -47,14 +59,7 @@ def run_idempotent(bootstrap: str, topic: str, n: int, payload: bytes) -> float:
     start = time.perf_counter()
     deadline = time.monotonic() + MEASURE_TIMEOUT_S
     for _ in range(n):
-        while True:
-            try:
-                p.produce(topic, payload)
-                break
-            except BufferError:
-                p.poll(0.01)
-                if time.monotonic() > deadline:
-                    raise TimeoutError("idempotent produce did not drain")
+        _produce(p, topic, payload, deadline, "idempotent")
     if p.flush(MEASURE_TIMEOUT_S) != 0:
         raise TimeoutError("idempotent flush timed out")
     return n / (time.perf_counter() - start)
@@ -74,14 +79,7 @@ def run_transactional(bootstrap: str, topic: str, n: int, payload: bytes, txn_si
     while sent < n:
         p.begin_transaction()
         for _ in range(min(txn_size, n - sent)):
-            while True:
-                try:
-                    p.produce(topic, payload)
-                    break
-                except BufferError:
-                    p.poll(0.01)
-                    if time.monotonic() > deadline:
-                        raise TimeoutError("transactional produce did not drain")
+            _produce(p, topic, payload, deadline, "transactional")
             sent += 1
         p.commit_transaction(MEASURE_TIMEOUT_S)
     return n / (time.perf_counter() - start)

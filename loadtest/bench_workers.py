@@ -102,8 +102,8 @@ def consume(bootstrap, topic, partitions, count, client_id=None, on_connected=No
 
 
 def admin_show(peer) -> dict:
-    from mpbroker.cli.main import _admin_call
-    return _admin_call(str(peer.workdir / "server.properties"), [],
+    from mpbroker.cli.main import admin_call
+    return admin_call(str(peer.workdir / "server.properties"), [],
                        {"cmd": "show", "interval": 0.05}, 30)
 
 

@@ -58,7 +58,7 @@ def fsync_dir(path: str) -> None:
 
 def atomic_write(path: str, data: bytes, durable: bool = True) -> None:
     """Write `data` to `path` via tmp + fsync + rename + directory fsync (`durable`
-    False: tmp + rename only, for a file of a log just created, storage/log.py)."""
+    False: tmp + rename only, for a file of a log just created, storage/log_recovery.py)."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

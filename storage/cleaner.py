@@ -85,7 +85,7 @@ from storage.batch import LOG_APPEND_TIME, BatchBuilder
 from storage.checkpoint import CheckpointError, OffsetCheckpoint
 from storage.errors import InvalidRecordError, StorageError
 from storage.index import INT32_MAX
-from storage.log import CLEANER_CHECKPOINT_FILE
+from storage.log_retention import CLEANER_CHECKPOINT_FILE
 from storage.producer_state import read_end_txn_marker
 from storage.segment import CLEANED_SUFFIX, LogSegment
 
@@ -102,6 +102,20 @@ def map_entries_for(buffer_bytes: int, load_factor: float = 0.9) -> int:
 
 def key_hash(key: bytes) -> bytes:
     return hashlib.blake2b(key, digest_size=16).digest()
+
+
+def _builder_like(batch, delete_horizon_ms: int | None = None) -> BatchBuilder:
+    """A builder for a cleaned copy of `batch`: its base offset, compression, timestamp
+    type (and LogAppendTime), producer fields and leader epoch, records to be added."""
+    return BatchBuilder(batch.base_offset, compression=batch.compression,
+                        timestamp_type=batch.timestamp_type,
+                        log_append_time_ms=batch.max_timestamp
+                        if batch.timestamp_type == LOG_APPEND_TIME else None,
+                        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                        base_sequence=batch.base_sequence,
+                        is_transactional=batch.is_transactional,
+                        partition_leader_epoch=batch.partition_leader_epoch,
+                        delete_horizon_ms=delete_horizon_ms)
 
 
 class OffsetMap:
@@ -474,15 +488,7 @@ class LogCleaner:
             return
         if batch.is_transactional:
             self._txn_data.add(batch.producer_id)
-        b = BatchBuilder(batch.base_offset, compression=batch.compression,
-                         timestamp_type=batch.timestamp_type,
-                         log_append_time_ms=batch.max_timestamp
-                         if batch.timestamp_type == LOG_APPEND_TIME else None,
-                         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                         base_sequence=batch.base_sequence,
-                         is_transactional=batch.is_transactional,
-                         partition_leader_epoch=batch.partition_leader_epoch,
-                         delete_horizon_ms=new_horizon if has_tombstone else None)
+        b = _builder_like(batch, new_horizon if has_tombstone else None)
         for r in kept:
             b.append(r.key, r.value, r.headers, timestamp=r.timestamp, offset=r.offset)
         data = b.build(last_offset_delta=batch.last_offset_delta)
@@ -497,14 +503,7 @@ class LogCleaner:
     def _write_empty(self, batch) -> None:
         """Keep the batch header without records (the producer's sequence state)."""
         self._txn_data.add(batch.producer_id)
-        b = BatchBuilder(batch.base_offset, compression=batch.compression,
-                         timestamp_type=batch.timestamp_type,
-                         log_append_time_ms=batch.max_timestamp
-                         if batch.timestamp_type == LOG_APPEND_TIME else None,
-                         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                         base_sequence=batch.base_sequence,
-                         is_transactional=batch.is_transactional,
-                         partition_leader_epoch=batch.partition_leader_epoch)
+        b = _builder_like(batch)
         self._out.append(batch.last_offset, -1, batch.last_offset,
                          b.build(last_offset_delta=batch.last_offset_delta))
 

@@ -55,10 +55,6 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
-    @property
-    def earliest_entry(self) -> EpochEntry | None:
-        return self._entries[0] if self._entries else None
-
     def epoch_for_offset(self, offset: int) -> int:
         """Epoch of the leader that wrote `offset`, or UNDEFINED_EPOCH."""
         i = bisect.bisect_right([e.start_offset for e in self._entries], offset) - 1

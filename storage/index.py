@@ -192,6 +192,17 @@ class _MmapIndex:
         """Keep the first `n` entries (an undone append); the dropped slots are zeroed."""
         self._truncate_to_entries(n)
 
+    def _truncate_to_offset(self, offset: int, field: int, key=None) -> None:
+        """Remove every entry with offset >= `offset`; `field` is where an entry holds
+        its offset, `key` the slot's offset for the search (the entries' order)."""
+        slot = self._largest_lower_bound_slot(offset, key)
+        if slot < 0:
+            self._truncate_to_entries(0)
+        elif self.entry(slot)[field] == offset:
+            self._truncate_to_entries(slot)
+        else:
+            self._truncate_to_entries(slot + 1)
+
     def _put(self, entry: bytes) -> None:
         """Write the next entry (pwrite, not through the map: see the module docstring)."""
         os.pwrite(self._fd, entry, self._entries * self.ENTRY_SIZE)
@@ -231,10 +242,6 @@ class _MmapIndex:
             self._mm = None
         os.close(self._fd)
         self._fd = -1
-
-    def rename_to(self, path: str) -> None:
-        os.rename(self.path, path)
-        self.path = path
 
     def delete(self) -> None:
         self.close(trim=False)
@@ -296,13 +303,7 @@ class OffsetIndex(_MmapIndex):
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= `offset`."""
-        slot = self._largest_lower_bound_slot(offset)
-        if slot < 0:
-            self._truncate_to_entries(0)
-        elif self.entry(slot)[0] == offset:
-            self._truncate_to_entries(slot)
-        else:
-            self._truncate_to_entries(slot + 1)
+        self._truncate_to_offset(offset, 0)
 
     def sanity_check(self, log_size: int | None = None) -> None:
         if self._length % self.ENTRY_SIZE:
@@ -399,13 +400,7 @@ class TimeIndex(_MmapIndex):
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= `offset`."""
-        slot = self._largest_lower_bound_slot(offset, self._off_key)
-        if slot < 0:
-            self._truncate_to_entries(0)
-        elif self.entry(slot)[1] == offset:
-            self._truncate_to_entries(slot)
-        else:
-            self._truncate_to_entries(slot + 1)
+        self._truncate_to_offset(offset, 1, self._off_key)
 
     def sanity_check(self, log_size: int | None = None) -> None:
         if self._length % self.ENTRY_SIZE:

@@ -44,7 +44,7 @@ to the periodic one).
 Reads (`read`) return `FileSlice`s of whole batches, at least one batch when
 `min_one_batch` even past `max_bytes`, and never a batch at or past `max_offset`.
 
-Transactions (seed 000 §6.3, Kafka's UnifiedLog).  Transactional batches open a
+Transactions (Kafka's UnifiedLog).  Transactional batches open a
 transaction per producer (storage/producer_state.py); `append_control` (leader, asked
 by the transaction coordinator through WriteTxnMarkers) writes a COMMIT/ABORT control
 batch; follower appends of copied control batches do the same bookkeeping.  Each ABORT
@@ -64,55 +64,38 @@ flush policy is `flush.messages` / `flush.ms` (`maybe_flush(now_ms)`).
 `close(clean=True)` flushes, snapshots the producer state, trims the active segment,
 writes the checkpoints and the clean-shutdown marker.
 
-A brand-new log (`Log.open` made its directory) is created as Kafka creates one: the
-directory and its files (empty segment, indexes, `partition.metadata`) are made without
-an fsync per file and without the checkpoint files (nothing to checkpoint: written by
-the first `checkpoint()`); the parent directory is fsynced (`sync_parent`, or by the
-caller once per batch of new logs, workers/worker.py).  A crash before anything was
-appended may lose such a log, or some of its files: it held nothing, nothing was
-acknowledged from it, and the next open makes it again (empty, with the topic id it is
-given) - Kafka's behaviour.  Its first `flush()` fsyncs `partition.metadata` and the
-directory before anything flushed can count as durable, so data that exists is as
-safe as in a log opened the old way.  `Log.open` without the marker
-recovers every segment from the one holding the recovery point: CRC-validated batch
-by batch, torn tails and preallocated zeros cut, indexes rebuilt; segments after a
-corrupt one are dropped.  A missing or insane index is rebuilt in any case.
-
-Retention (`enforce_retention(now_ms)`): whole segments, oldest first, only below the
-high watermark, by `retention.ms` (segment's largest timestamp), `retention.bytes`, and
-the log start offset (DeleteRecords).  Removed segments are renamed `*.deleted`
-(their fds stay open, so slices already handed out stay valid in this process) and
-unlinked `file.delete.delay.ms` later; a reader in another process that opens the old
-path after the rename gets ENOENT and must refetch.
+Opening, creating and recovering a log: storage/log_recovery.py (`LogRecovery`).
+Retention, DeleteRecords, truncation and the compaction swap: storage/log_retention.py
+(`LogRetention`).  Both are parts of `Log`, split out by concept; `Log` owns the state.
+Topic settings: storage/log_config.py (`LogConfig`).
 """
 from __future__ import annotations
 
-import base64
 import bisect
 import os
 import shutil
 import time
-from dataclasses import dataclass, fields
 from typing import Callable, NamedTuple
 
 from storage.batch import (CREATE_TIME, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC,
                            NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, build_control_batch,
                            iter_batches)
-from storage.checkpoint import (CheckpointError, OffsetCheckpoint, PartitionCheckpoints,
-                               atomic_write, fsync_dir)
+from storage.checkpoint import PartitionCheckpoints, fsync_dir
 from storage.epoch_cache import LeaderEpochCache
-from storage.errors import (DISK_FULL_ERRNOS, InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
+from storage.errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
                             KafkaStorageError, MessageTooLargeError, OffsetOutOfRangeError,
                             RecordBatchTooLargeError, StorageError)
-from storage.index import INT32_MAX, CorruptIndexError
+from storage.index import INT32_MAX
+from storage.log_config import LONG_MAX, LogConfig
+from storage.log_recovery import PARTITION_METADATA_FILE, InconsistentTopicIdError, LogRecovery
+from storage.log_retention import CLEANER_CHECKPOINT_FILE, LogRetention
 from storage.producer_state import ProducerStateManager
-from storage.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, LogSegment,
-                             parse_base_offset)
+from storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset
 from storage.slices import FileSlice
 
-LONG_MAX = 2**63 - 1
-PARTITION_METADATA_FILE = "partition.metadata"
-CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"     # written by storage/cleaner.py
+__all__ = ["AppendInfo", "CLEANER_CHECKPOINT_FILE", "InconsistentTopicIdError", "Log", "LogConfig",
+           "LONG_MAX", "PARTITION_METADATA_FILE", "ReadInfo"]
+
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -120,95 +103,6 @@ MAX_TIMESTAMP = -3
 
 def _default_clock() -> int:
     return int(time.time() * 1000)
-
-
-class InconsistentTopicIdError(StorageError):
-    """INCONSISTENT_TOPIC_ID (103): partition.metadata holds another topic id."""
-
-    code = 103
-
-
-@dataclass
-class LogConfig:
-    """Topic-level log settings; field = Kafka topic config name with '.' -> '_'."""
-
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * 24 * 3600 * 1000
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10 * 1024 * 1024
-    index_interval_bytes: int = 4096
-    retention_ms: int = 7 * 24 * 3600 * 1000
-    retention_bytes: int = -1
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    file_delete_delay_ms: int = 60_000
-    cleanup_policy: str = "delete"
-    delete_retention_ms: int = 24 * 3600 * 1000
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    min_cleanable_dirty_ratio: float = 0.5
-    message_timestamp_type: str = "CreateTime"
-    message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
-    max_message_bytes: int = 1024 * 1024 + 12
-    producer_id_expiration_ms: int = 24 * 3600 * 1000
-    # record formats (storage/convert.py): broker-side recompression, legacy timestamp bound
-    compression_type: str = "producer"
-    compression_gzip_level: int = -1
-    compression_lz4_level: int = 9
-    compression_zstd_level: int = 3
-    message_timestamp_difference_max_ms: int = LONG_MAX
-    preallocate: bool = False       # size a new active segment's file to segment.bytes
-
-    @classmethod
-    def from_properties(cls, props: dict, base: "LogConfig | None" = None) -> "LogConfig":
-        """Build from Kafka topic config names (`segment.bytes`, ...); unknown keys ignored.
-
-        Broker-level `log.`-prefixed names (`log.segment.bytes`, `log.retention.ms`,
-        `log.flush.interval.messages`, ...) are accepted too.
-        """
-        values = dict(vars(base)) if base else {}
-        names = {f.name: f for f in fields(cls)}
-        aliases = {"log.flush.interval.messages": "flush_messages",
-                   "log.flush.interval.ms": "flush_ms", "log.roll.ms": "segment_ms",
-                   "log.roll.jitter.ms": "segment_jitter_ms",
-                   "log.index.size.max.bytes": "segment_index_bytes",
-                   "message.max.bytes": "max_message_bytes",
-                   "log.message.timestamp.type": "message_timestamp_type",
-                   "log.cleaner.delete.retention.ms": "delete_retention_ms",
-                   "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
-                   "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
-                   "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
-                   "log.segment.delete.delay.ms": "file_delete_delay_ms"}
-        for key, raw in props.items():
-            name = aliases.get(key)
-            if name is None:
-                k = key[4:] if key.startswith("log.") else key
-                name = k.replace(".", "_")
-            f = names.get(name)
-            if f is None:
-                continue
-            if f.type in ("int", int):
-                values[name] = int(raw)
-            elif f.type in ("float", float):
-                values[name] = float(raw)
-            elif f.type in ("bool", bool):
-                values[name] = raw if isinstance(raw, bool) else str(raw).lower() == "true"
-            else:
-                values[name] = str(raw)
-        return cls(**values)
-
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.cleanup_policy
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.cleanup_policy
-
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == "LogAppendTime"
 
 
 class AppendInfo(NamedTuple):
@@ -233,7 +127,7 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return name, 0
 
 
-class Log:
+class Log(LogRecovery, LogRetention):
     """One partition's log. Use `Log.open`. Single-threaded, one owner process."""
 
     def __init__(self, dir_path: str, config: LogConfig, clock: Callable[[], int]):
@@ -290,89 +184,6 @@ class Log:
             log._load(topic_id)
         return log
 
-    def _create(self, topic_id) -> None:
-        """A brand-new, empty log in the directory just made: an empty active segment
-        at offset 0 and `partition.metadata`, not fsynced (Kafka creates a log so: a
-        crash before the first flush may lose this empty log; `flush()` makes the
-        files durable first, `_unsynced`)."""
-        self._add_segment(self._new_segment(0, active=False))
-        self.active_segment.make_active(self.config.segment_bytes)
-        self._rebuild_producer_state()          # nothing to read: as `_load` leaves it
-        self.producer_state.on_high_watermark_updated(0)
-        self._unsynced = True
-        if topic_id is not None:
-            self.write_topic_id(topic_id, durable=False)
-        self._check_invariants()
-
-    def _load(self, topic_id) -> None:
-        values = self.checkpoints.read()
-        clean = self.checkpoints.had_clean_shutdown()
-        self._remove_temporary_files()
-        self._complete_swaps()
-        self._open_segments(values.get("log_start_offset", 0))
-        if not clean:
-            self.recovered = True
-            self._recover(values.get("recovery_point", 0))
-        else:
-            self._rebuild_bad_indexes()
-        last = self.active_segment
-        last.make_active(max(self.config.segment_bytes, last.size))
-        # The log start never moves back; data below it may be gone (an emptied segment
-        # reads as "next offset = base"), so the log end is at least the log start.
-        self.log_start_offset = max(values.get("log_start_offset", 0),
-                                    self.segments[0].base_offset)
-        self.next_offset = max(last.read_next_offset(), self.log_start_offset)
-        self.epoch_cache.truncate_from_end(self.next_offset)
-        self.epoch_cache.truncate_from_start(self.log_start_offset)
-        self._rebuild_producer_state()
-        if not clean:
-            # what recovery kept is durable before the recovery point moves past it
-            for seg in self.segments[self._segment_index(values.get("recovery_point", 0)):]:
-                seg.flush()
-        self.recovery_point = self.next_offset
-        self.high_watermark = min(max(values.get("high_watermark", self.log_start_offset),
-                                      self.log_start_offset), self.next_offset)
-        self.producer_state.on_high_watermark_updated(self.high_watermark)
-        self.checkpoints.clear_clean_shutdown()
-        self.checkpoint()
-        self._load_topic_id(topic_id)
-        self._check_invariants()
-
-    def _remove_temporary_files(self) -> None:
-        for name in os.listdir(self.dir):
-            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
-                os.unlink(os.path.join(self.dir, name))
-
-    def _complete_swaps(self) -> None:
-        """Finish a compaction swap that a crash interrupted (see storage/cleaner.py).
-
-        A `.log.swap` file exists only once the cleaned segment was fully written and
-        synced, so it wins: the old segments it covers are deleted, the suffix dropped.
-        """
-        for name in sorted(os.listdir(self.dir)):
-            if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                continue
-            base = parse_base_offset(name)
-            for suffix in (".index", ".timeindex", ".txnindex"):
-                p = os.path.join(self.dir, name.split(".")[0] + suffix + SWAP_SUFFIX)
-                if os.path.exists(p):
-                    os.unlink(p)    # rebuilt below
-            seg = self._new_segment(base, active=False, suffix=SWAP_SUFFIX)
-            seg.recover()
-            end = seg.read_next_offset()
-            for other in os.listdir(self.dir):
-                ob = parse_base_offset(other)
-                if ob is not None and ob != base and base <= ob < end and \
-                        not other.endswith(SWAP_SUFFIX):
-                    os.unlink(os.path.join(self.dir, other))
-            for other in os.listdir(self.dir):
-                if parse_base_offset(other) == base and not other.endswith(SWAP_SUFFIX) \
-                        and not other.endswith(".snapshot"):
-                    os.unlink(os.path.join(self.dir, other))
-            seg.rename_suffix("")
-            seg.close()
-            self._mark_txn_rebuild(base)
-
     def _new_segment(self, base: int, *, active: bool, suffix: str = "",
                      capacity: int | None = None) -> LogSegment:
         c = self.config
@@ -393,109 +204,6 @@ class Log:
         assert not self._bases or seg.base_offset > self._bases[-1], (seg, self._bases)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
-
-    def _recover(self, recovery_point: int) -> None:
-        """Validate segments from the one holding `recovery_point`; cut at corruption."""
-        start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        for i, seg in enumerate(self.segments):
-            if i < start and not seg.index_needs_rebuild:
-                # flushed data is trusted (as in Kafka), its indexes get a full check
-                try:
-                    seg.index.check_monotonic_fast(seg.size)
-                    seg.time_index.check_monotonic_fast()
-                    continue
-                except CorruptIndexError:
-                    seg.index_needs_rebuild = True
-            truncated = seg.recover(epoch_cache=self.epoch_cache if i >= start else None)
-            if i >= start or truncated:
-                self._mark_txn_rebuild(seg.base_offset)
-            self.recovered_bytes_truncated += truncated
-            # past the recovery point an inactive segment was trimmed at roll: a cut
-            # there means a torn write, and nothing after it can be trusted
-            if truncated and i >= start and i + 1 < len(self.segments):
-                for later in self.segments[i + 1:]:
-                    later.delete()
-                del self.segments[i + 1:]
-                del self._bases[i + 1:]
-                break
-
-    def _rebuild_bad_indexes(self) -> None:
-        """Clean shutdown: trust the data, but rebuild missing/insane indexes, and check
-        that the last segment ends exactly at its file length (else recover it)."""
-        for seg in self.segments:
-            if seg.index_needs_rebuild:
-                seg.recover()
-        last = self.active_segment
-        _, pos = last.index.lookup(LONG_MAX)
-        end = pos
-        for b in last.iter_positions(pos):
-            end = b.position + b.size
-        if end != last.size:
-            self.recovered_bytes_truncated += last.recover(epoch_cache=self.epoch_cache)
-            self._mark_txn_rebuild(last.base_offset)
-
-    def _mark_txn_rebuild(self, offset: int) -> None:
-        if self._txn_rebuild_from is None or offset < self._txn_rebuild_from:
-            self._txn_rebuild_from = offset
-
-    def _rebuild_producer_state(self) -> None:
-        """Producer state from the newest usable snapshot plus the batches after it;
-        the txnindexes of re-validated segments (and of unreadable ones) are rebuilt
-        on the way, from a snapshot at or below the first of them."""
-        for seg in self.segments:
-            if seg.txn_index.needs_rebuild:
-                self._mark_txn_rebuild(seg.base_offset)
-        rebuild = self._txn_rebuild_from
-        self._txn_rebuild_from = None
-        if rebuild is not None:
-            for seg in self.segments:
-                seg.txn_index.truncate_to(rebuild)
-                seg.txn_index.needs_rebuild = False
-        start = self.producer_state.truncate_and_reload(self.log_start_offset, self.next_offset,
-                                                        self.clock(), load_at_or_below=rebuild)
-        self._replay_producer_state(start, self.next_offset, rebuild_txn_index_from=rebuild)
-        self.producer_state.remove_expired_producers(self.clock())
-
-    def _replay_producer_state(self, start: int, end: int,
-                               rebuild_txn_index_from: int | None = None) -> None:
-        i = max(0, bisect.bisect_right(self._bases, start) - 1)
-        for seg in self.segments[i:]:
-            first = seg.translate_offset(start)
-            if first is None:
-                continue
-            for batch in seg.iter_batches(first.position):
-                if batch.base_offset >= end:
-                    break
-                if batch.base_offset >= start:
-                    aborted = self.producer_state.apply_batch(batch)
-                    if rebuild_txn_index_from is not None:
-                        for txn in aborted:
-                            if txn.last_offset >= rebuild_txn_index_from:
-                                seg.txn_index.append(txn)
-        self.producer_state.map_end_offset = end
-
-    def _load_topic_id(self, topic_id: bytes | None) -> None:
-        path = os.path.join(self.dir, PARTITION_METADATA_FILE)
-        stored = None
-        if os.path.exists(path):
-            with open(path, "r", encoding="utf-8") as f:
-                for line in f:
-                    key, _, value = line.partition(":")
-                    if key.strip() == "topic_id":
-                        v = value.strip()
-                        stored = base64.urlsafe_b64decode(v + "=" * (-len(v) % 4))
-        if topic_id is not None and stored is not None and stored != topic_id:
-            raise InconsistentTopicIdError(f"{self.dir}: topic id differs from partition.metadata")
-        if topic_id is not None and stored is None:
-            self.write_topic_id(topic_id)
-        self.topic_id = stored if stored is not None else topic_id
-
-    def write_topic_id(self, topic_id: bytes, durable: bool = True) -> None:
-        """Write `partition.metadata` (Kafka's format: base64url uuid, no padding)."""
-        text = base64.urlsafe_b64encode(topic_id).decode().rstrip("=")
-        atomic_write(os.path.join(self.dir, PARTITION_METADATA_FILE),
-                     f"version: 0\ntopic_id: {text}\n".encode(), durable=durable)
-        self.topic_id = topic_id
 
     # ================================================================= properties
 
@@ -934,189 +642,6 @@ class Log:
         """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when unknown."""
         return self.epoch_cache.end_offset_for(epoch, self.next_offset)
 
-    # ================================================================= deletion
-
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to `offset` (-1 = high watermark).
-
-        OffsetOutOfRangeError past the high watermark.  Segments wholly below the new
-        start are removed at once.  Returns the log start offset.
-        """
-        self._check_open()
-        if offset == -1:
-            offset = self.high_watermark
-        if offset < 0 or offset > self.high_watermark:
-            raise OffsetOutOfRangeError(f"cannot delete records before {offset}: high watermark"
-                                        f" is {self.high_watermark}")
-        if offset > self.log_start_offset:
-            self._set_log_start(offset)
-            try:
-                self._delete_segments(self._start_breached_count(), self.clock())
-            except OSError as e:        # a roll for it failed: the start moved all the same
-                raise KafkaStorageError.from_os_error(f"deleting records of {self.dir}", e) \
-                    from e
-            try:
-                self.checkpoints.write(log_start_offset=self.log_start_offset)
-            except OSError as e:
-                # a full disk must not stop DeleteRecords (it frees space); the periodic
-                # checkpoint writes it once there is room
-                if e.errno not in DISK_FULL_ERRNOS:
-                    raise KafkaStorageError.from_os_error(
-                        f"checkpointing the log start of {self.dir}", e) from e
-        self._check_invariants()
-        return self.log_start_offset
-
-    def _set_log_start(self, offset: int) -> None:
-        self.log_start_offset = offset
-        self.epoch_cache.truncate_from_start(offset)
-        self.producer_state.on_log_start_offset_incremented(offset)
-
-    def _start_breached_count(self) -> int:
-        n = 0
-        for seg, nxt in zip(self.segments, self.segments[1:]):
-            if nxt.base_offset > self.log_start_offset:
-                break
-            n += 1
-        return n
-
-    def enforce_retention(self, now_ms: int | None = None) -> int:
-        """Delete old segments by retention.ms / retention.bytes / log start; count."""
-        self._check_open()
-        now = self.clock() if now_ms is None else now_ms
-        self.delete_expired_files(now)
-        deleted = 0
-        c = self.config
-        if c.delete and c.retention_ms >= 0:
-            deleted += self._delete_segments(self._deletable(
-                lambda seg, _: now - seg.largest_timestamp > c.retention_ms), now)
-        if c.delete and c.retention_bytes >= 0:
-            excess = self.size_bytes - c.retention_bytes
-
-            def over(seg, _):
-                nonlocal excess
-                if excess - seg.size >= 0:
-                    excess -= seg.size
-                    return True
-                return False
-            deleted += self._delete_segments(self._deletable(over), now)
-        deleted += self._delete_segments(self._start_breached_count(), now)
-        self._check_invariants()
-        return deleted
-
-    def _deletable(self, predicate) -> int:
-        """How many oldest segments match, bounded by the high watermark."""
-        n = 0
-        for i, seg in enumerate(self.segments):
-            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
-            upper = nxt.base_offset if nxt else self.next_offset
-            if upper > self.high_watermark or (nxt is None and seg.size == 0):
-                break
-            if not predicate(seg, nxt):
-                break
-            n += 1
-        return n
-
-    def _delete_segments(self, n: int, now: int) -> int:
-        if n <= 0:
-            return 0
-        if n >= len(self.segments):
-            self.roll()
-            n = len(self.segments) - 1
-        doomed = self.segments[:n]
-        del self.segments[:n]
-        del self._bases[:n]
-        for seg in doomed:
-            seg.rename_suffix(DELETED_SUFFIX)
-            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
-        if self.segments[0].base_offset > self.log_start_offset:
-            self._set_log_start(self.segments[0].base_offset)
-            if self.high_watermark < self.log_start_offset:
-                self.high_watermark = self.log_start_offset
-        self.producer_state.delete_snapshots_before(self.segments[0].base_offset,
-                                                    keep_latest=True)
-        self.delete_expired_files(now)
-        return n
-
-    def delete_expired_files(self, now_ms: int) -> int:
-        """Unlink `.deleted` segments whose `file.delete.delay.ms` has passed."""
-        due = [(t, s) for t, s in self._pending_deletes if t <= now_ms]
-        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now_ms]
-        for _, seg in due:
-            seg.delete()
-        return len(due)
-
-    # ================================================================= truncation
-
-    def truncate_to(self, offset: int) -> bool:
-        """Follower truncation: drop every batch holding an offset >= `offset`.
-
-        The log end lands on the batch boundary at or below `offset` (Kafka sets it to
-        `offset` itself; both are the same for the batch-aligned offsets followers use).
-        Returns True when anything was removed.
-        """
-        self._check_open()
-        if offset < 0:
-            raise InvalidOffsetError(f"cannot truncate to {offset}")
-        if offset >= self.next_offset:
-            return False
-        if offset < self.log_start_offset or offset < self.segments[0].base_offset:
-            self.truncate_fully_and_start_at(offset)
-            return True
-        now = self.clock()
-        i = self._segment_index(offset)
-        later = self.segments[i + 1:]
-        del self.segments[i + 1:]
-        del self._bases[i + 1:]
-        for seg in later:
-            seg.rename_suffix(DELETED_SUFFIX)
-            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
-        seg = self.segments[i]
-        seg.truncate_to(offset)
-        if not seg.active:
-            seg.make_active(max(self.config.segment_bytes, seg.size))
-        # never below the log start: a segment emptied by compaction or DeleteRecords
-        # reads as "next offset = its base", which may be below the log start
-        self.next_offset = max(seg.read_next_offset(), self.log_start_offset)
-        self._after_truncation()
-        return True
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop every segment; the log restarts empty at `offset`."""
-        now = self.clock()
-        for seg in self.segments:
-            seg.rename_suffix(DELETED_SUFFIX)
-            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
-        self.segments, self._bases = [], []
-        self._add_segment(self._new_segment(offset, active=True))
-        self.next_offset = self.log_start_offset = offset
-        self.epoch_cache.clear()
-        self.producer_state.delete_snapshots_before(LONG_MAX)
-        self._after_truncation()
-
-    def _after_truncation(self) -> None:
-        self.epoch_cache.truncate_from_end(self.next_offset)
-        self.recovery_point = min(self.recovery_point, self.next_offset)
-        self.high_watermark = min(max(self.high_watermark, self.log_start_offset),
-                                  self.next_offset)
-        self.log_start_offset = min(self.log_start_offset, self.next_offset)
-        start = self.producer_state.truncate_and_reload(self.log_start_offset,
-                                                        self.next_offset, self.clock())
-        self._replay_producer_state(start, self.next_offset)
-        self._truncate_cleaner_checkpoint()
-        self.delete_expired_files(self.clock())
-        self.checkpoint()                   # rare; a restart must not see older offsets
-        self._check_invariants()
-
-    def _truncate_cleaner_checkpoint(self) -> None:
-        """Lower the cleaner's first dirty offset to the new log end (Kafka does too)."""
-        cp = OffsetCheckpoint(os.path.join(self.dir, CLEANER_CHECKPOINT_FILE))
-        try:
-            value = cp.read().get((self.topic, self.partition))
-        except CheckpointError:
-            value = None
-        if value is not None and value > self.next_offset:
-            cp.write({(self.topic, self.partition): self.next_offset})
-
     # ================================================================= durability
 
     def flush(self) -> None:
@@ -1129,22 +654,6 @@ class Log:
         self.recovery_point = self.next_offset
         self._unflushed_messages = 0
         self.last_flush_ms = self.clock()
-
-    def _sync_created(self) -> None:
-        """The first flush of a log `_create` made: its `partition.metadata` and its
-        directory entries (segment files included) are made durable before the data."""
-        path = os.path.join(self.dir, PARTITION_METADATA_FILE)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            pass
-        else:
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(self.dir)
-        self._unsynced = False
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """Flush when `flush.messages` or `flush.ms` says so; True if flushed."""
@@ -1190,27 +699,3 @@ class Log:
     def __repr__(self):
         return (f"Log({self.dir!r}, start={self.log_start_offset}, hw={self.high_watermark},"
                 f" end={self.next_offset}, segments={len(self.segments)})")
-
-    # ================================================================= compaction hooks
-
-    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
-        """Swap cleaned `new` (suffix `.cleaned`) in for `old` (contiguous, inactive).
-
-        Crash-safe order: `.cleaned` -> `.swap` (synced), old -> `.deleted`, `.swap` ->
-        final name; `_complete_swaps` finishes an interrupted swap on open.
-        """
-        assert old and all(not s.active for s in old)
-        i = self.segments.index(old[0])
-        assert self.segments[i:i + len(old)] == old
-        new.flush()
-        new.rename_suffix(SWAP_SUFFIX)
-        fsync_dir(self.dir)
-        now = self.clock()
-        for seg in old:
-            seg.rename_suffix(DELETED_SUFFIX)
-            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
-        new.rename_suffix("")
-        fsync_dir(self.dir)
-        self.segments[i:i + len(old)] = [new]
-        self._bases[i:i + len(old)] = [new.base_offset]
-        self.delete_expired_files(now)

@@ -19,7 +19,7 @@ last write.  This is what Kafka's ProducerStateManager keeps:
 Appends stage their changes in a `ProducerAppendInfo` and `commit()` them only after
 the bytes were written, so a failed append leaves the state untouched.
 
-Transactions (Kafka's ProducerStateManager, seed 000 §6.3).  A transactional data
+Transactions (Kafka's ProducerStateManager).  A transactional data
 batch of a producer without an open transaction here starts one at its first offset
 (`current_txn_first_offset`); `ongoing_txns` maps first offset -> producer id for all
 open transactions.  A control batch (COMMIT/ABORT marker, storage/batch.py) ends it:

@@ -71,7 +71,7 @@ class Rules(NamedTuple):
 
 def rules_for(config, now_ms: int,
               max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES) -> Rules:
-    """The rules of a topic's LogConfig (storage/log.py) at `now_ms`.
+    """The rules of a topic's LogConfig (storage/log_config.py) at `now_ms`.
 
     The timestamp bounds are `message.timestamp.before/after.max.ms` where set (Kafka
     3.6+), else the deprecated `message.timestamp.difference.max.ms`."""

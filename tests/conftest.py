@@ -9,6 +9,7 @@ the broker's log then).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 
@@ -56,6 +57,21 @@ def broker_config(tmp_path, **extra):
              "log.dirs": str(tmp_path / "data")}
     props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
     return configmod.BrokerConfig(props)
+
+
+async def until(cond, timeout: float = 10.0, what: str = "condition", step: float = 0.005):
+    """Await `cond()` being true (returned), polling on the running event loop: the
+    asyncio twin of tests/integration/broker.py `wait_until`; AssertionError after
+    `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(step)
 
 
 def pytest_configure(config):

@@ -57,15 +57,16 @@ class Setup:
 # ---------------------------------------------------------------- CPU sampling
 
 
-def tree_cpu_s(pid: int | None) -> float:
-    """CPU seconds (user + system) of a process and its live children; 0 when unknown."""
+def tree_cpu_s(pid: int | None, children_only: bool = False) -> float:
+    """CPU seconds (user + system) of a process and its live children (only the
+    children with `children_only`); 0 when unknown."""
     if pid is None:
         return 0.0
     import psutil
 
     try:
         root = psutil.Process(pid)
-        procs = [root] + root.children(recursive=True)
+        procs = ([] if children_only else [root]) + root.children(recursive=True)
     except psutil.Error:
         return 0.0
     total = 0.0

@@ -97,7 +97,7 @@ def kafka_name(err) -> str:
     return error_name(code) if code >= 0 else err.name()
 
 
-def _library_error(e: Exception) -> CliError:
+def library_error(e: Exception) -> CliError:
     """A confluent-kafka exception as one line: Kafka's error name and message."""
     err = e.args[0] if getattr(e, "args", None) else None
     if err is not None and hasattr(err, "name") and hasattr(err, "str"):
@@ -109,7 +109,7 @@ def _library_error(e: Exception) -> CliError:
 
 
 def _config_failed(e: Exception) -> CliError:
-    ce = _library_error(e)
+    ce = library_error(e)
     return CliError(f"bad client configuration: {ce}", 2)
 
 
@@ -149,7 +149,7 @@ def result(future, args) -> Any:
     try:
         return future.result(timeout=timeout_s(args) + 5)
     except KafkaException as e:
-        raise _library_error(e)
+        raise library_error(e)
     except concurrent.futures.TimeoutError:
         raise CliError(f"REQUEST_TIMED_OUT: no answer within {args.request_timeout_ms} ms "
                        f"from {args.bootstrap_server}")
@@ -161,14 +161,7 @@ def metadata(args, client, topic: str | None = None):
     try:
         return client.list_topics(topic=topic, timeout=timeout_s(args))
     except KafkaException as e:
-        raise _library_error(e)
-
-
-def error_of(kafka_error) -> str | None:
-    """'NAME: message' of a per-item error (None when there is none)."""
-    if kafka_error is None or not kafka_error.code():
-        return None
-    return f"{kafka_name(kafka_error)}: {kafka_error.str()}"
+        raise library_error(e)
 
 
 # ------------------------------------------------------------------ the project's client
@@ -287,6 +280,16 @@ def emit_json(obj) -> None:
     print(json.dumps(obj, indent=2, sort_keys=False, default=str))
 
 
+def emit(args, obj, lines: Iterable[str]) -> None:
+    """A command's answer: `obj` as JSON under --json, else `lines` for people, one a
+    line (a generator: only walked when printed)."""
+    if args.json:
+        emit_json(obj)
+    else:
+        for line in lines:
+            print(line)
+
+
 def table(headers: list[str], rows: list[list]) -> None:
     """Columns as Kafka's tools print them: left-aligned, padded to the widest cell."""
     cells = [[("-" if c is None else str(c)) for c in r] for r in rows]
@@ -320,7 +323,7 @@ def run(func: Callable, args) -> int:
         # the library refuses an argument (ValueError/TypeError) or fails in a way
         # not mapped above: still one line, no traceback
         if type(e).__name__ == "KafkaException":
-            print(f"mpbroker: {_library_error(e)}", file=sys.stderr)
+            print(f"mpbroker: {library_error(e)}", file=sys.stderr)
         else:
             print(f"mpbroker: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

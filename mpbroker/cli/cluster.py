@@ -9,13 +9,13 @@ broker with the project's own protocol client), printed as kafka-broker-api-vers
 """
 from __future__ import annotations
 
-from mpbroker.cli import admin as A
+from mpbroker.cli import admin
 from mpbroker.protocol import api_keys as K
 
 
 def cmd_cluster(args) -> int:
-    client = A.admin_client(args)
-    desc = A.result(client.describe_cluster(request_timeout=A.timeout_s(args)), args)
+    client = admin.admin_client(args)
+    desc = admin.result(client.describe_cluster(request_timeout=admin.timeout_s(args)), args)
     brokers = sorted(desc.nodes, key=lambda n: n.id)
     out = {"cluster_id": desc.cluster_id,
            "controller": desc.controller.id if desc.controller is not None else None,
@@ -23,17 +23,17 @@ def cmd_cluster(args) -> int:
     for n in brokers:
         b = {"id": n.id, "host": n.host, "port": n.port, "rack": n.rack}
         if not args.no_api_versions:
-            versions = A.api_versions(args, n.host, n.port)
+            versions = admin.api_versions(args, n.host, n.port)
             b["api_versions"] = [{"api_key": k, "name": K.NAMES.get(k, f"Unknown{k}"),
                                   "min_version": lo, "max_version": hi}
                                  for k, (lo, hi) in sorted(versions.items())]
         out["brokers"].append(b)
     if args.json:
-        A.emit_json(out)
+        admin.emit_json(out)
         return 0
     print(f"Cluster ID: {out['cluster_id']}")
     print(f"Controller: {out['controller']}")
-    A.table(["ID", "HOST", "PORT", "RACK"],
+    admin.table(["ID", "HOST", "PORT", "RACK"],
             [[b["id"], b["host"], b["port"], b["rack"]] for b in out["brokers"]])
     for b in out["brokers"]:
         if "api_versions" not in b:
@@ -50,5 +50,5 @@ def register(sub) -> None:
     p = sub.add_parser("cluster", help="cluster id, controller, brokers and their API versions")
     p.add_argument("--no-api-versions", action="store_true",
                    help="leave out the per-broker API versions")
-    A.add_common(p)
-    p.set_defaults(func=lambda a: A.run(cmd_cluster, a))
+    admin.add_common(p)
+    p.set_defaults(func=lambda a: admin.run(cmd_cluster, a))

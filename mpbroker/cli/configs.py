@@ -12,7 +12,7 @@ IncrementalAlterConfigs (values in `[...]` may hold commas, as kafka-configs).
 """
 from __future__ import annotations
 
-from mpbroker.cli import admin as A
+from mpbroker.cli import admin
 
 DYNAMIC_SOURCES = {"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG",
                    "DYNAMIC_DEFAULT_BROKER_CONFIG", "DYNAMIC_BROKER_LOGGER_CONFIG"}
@@ -24,23 +24,23 @@ def parse_config_list(text: str) -> dict[str, str]:
     while i < n:
         eq = text.find("=", i)
         if eq < 0:
-            raise A.CliError(f"bad --add-config {text!r}: expected k1=v1,k2=[v2,v3]", 2)
+            raise admin.CliError(f"bad --add-config {text!r}: expected k1=v1,k2=[v2,v3]", 2)
         key = text[i:eq].strip()
         j = eq + 1
         if j < n and text[j] == "[":
             end = text.find("]", j)
             if end < 0:
-                raise A.CliError(f"bad --add-config {text!r}: unclosed '['", 2)
+                raise admin.CliError(f"bad --add-config {text!r}: unclosed '['", 2)
             value, j = text[j + 1:end], end + 1
         else:
             end = text.find(",", j)
             end = n if end < 0 else end
             value, j = text[j:end], end
         if not key:
-            raise A.CliError(f"bad --add-config {text!r}: empty key", 2)
+            raise admin.CliError(f"bad --add-config {text!r}: empty key", 2)
         out[key] = value
         if j < n and text[j] != ",":
-            raise A.CliError(f"bad --add-config {text!r} at position {j}", 2)
+            raise admin.CliError(f"bad --add-config {text!r} at position {j}", 2)
         i = j + 1
     return out
 
@@ -55,11 +55,11 @@ def _resource(args):
     elif args.broker_defaults or args.entity_default:
         etype, name = etype or "brokers", ""
     if etype not in ("topics", "brokers"):
-        raise A.CliError("give --entity-type topics|brokers (or --topic / --broker)", 2)
+        raise admin.CliError("give --entity-type topics|brokers (or --topic / --broker)", 2)
     if name is None:
-        raise A.CliError("give --entity-name (or --entity-default)", 2)
+        raise admin.CliError("give --entity-name (or --entity-default)", 2)
     if etype == "topics" and not name:
-        raise A.CliError("topics have no --entity-default", 2)
+        raise admin.CliError("topics have no --entity-default", 2)
     return (ResourceType.TOPIC if etype == "topics" else ResourceType.BROKER), etype, name
 
 
@@ -70,12 +70,12 @@ def _label(etype: str, name: str) -> str:
 
 
 def _first_broker(args) -> tuple[str, int]:
-    servers = str(A.client_config(args)["bootstrap.servers"])
+    servers = str(admin.client_config(args)["bootstrap.servers"])
     host, _, port = servers.split(",")[0].strip().rpartition(":")
     try:
         return host.strip("[]") or "127.0.0.1", int(port)
     except ValueError:
-        raise A.CliError(f"bad --bootstrap-server {args.bootstrap_server!r}", 2)
+        raise admin.CliError(f"bad --bootstrap-server {args.bootstrap_server!r}", 2)
 
 
 def _describe_entries(args, rtype, name) -> list[dict]:
@@ -96,9 +96,9 @@ def _describe_entries(args, rtype, name) -> list[dict]:
                                "source": _source_name(x["source"])}
                               for x in c.get("synonyms") or ()]}
                 for c in sorted(r["configs"], key=lambda c: c["name"])]
-    client = A.admin_client(args)
+    client = admin.admin_client(args)
     res = ConfigResource(rtype, name)
-    entries = A.result(client.describe_configs([res], request_timeout=A.timeout_s(args))[res],
+    entries = admin.result(client.describe_configs([res], request_timeout=admin.timeout_s(args))[res],
                        args)
     return [{"name": k, "value": None if e.is_sensitive else e.value,
              "source": _source_name(e.source), "sensitive": bool(e.is_sensitive),
@@ -113,7 +113,7 @@ def cmd_describe(args) -> int:
     out = [c for c in _describe_entries(args, rtype, name)
            if args.all or c["source"] in DYNAMIC_SOURCES]
     if args.json:
-        A.emit_json({"entity_type": etype, "entity_name": name, "configs": out})
+        admin.emit_json({"entity_type": etype, "entity_name": name, "configs": out})
         return 0
     print(f"{'All' if args.all else 'Dynamic'} configs for {_label(etype, name)} are:")
     for c in out:
@@ -142,10 +142,10 @@ def cmd_alter(args) -> int:
         sets.update(parse_config_list(item))
     deletes = [k.strip() for item in args.delete_config for k in item.split(",") if k.strip()]
     if not sets and not deletes:
-        raise A.CliError("configs alter needs --add-config or --delete-config", 2)
+        raise admin.CliError("configs alter needs --add-config or --delete-config", 2)
     both = set(sets) & set(deletes)
     if both:
-        raise A.CliError(f"a config cannot be both added and deleted: {', '.join(sorted(both))}", 2)
+        raise admin.CliError(f"a config cannot be both added and deleted: {', '.join(sorted(both))}", 2)
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
                for k, v in sets.items()]
     entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
@@ -153,14 +153,12 @@ def cmd_alter(args) -> int:
     if name == "":
         _alter_default(args, rtype, sets, deletes)
     else:
-        client = A.admin_client(args)
+        client = admin.admin_client(args)
         res = ConfigResource(rtype, name, incremental_configs=entries)
-        A.result(client.incremental_alter_configs([res], request_timeout=A.timeout_s(args))[res],
+        admin.result(client.incremental_alter_configs([res], request_timeout=admin.timeout_s(args))[res],
                  args)
-    if args.json:
-        A.emit_json({"entity_type": etype, "entity_name": name, "set": sets, "deleted": deletes})
-    else:
-        print(f"Completed updating config for {_label(etype, name)}.")
+    admin.emit(args, {"entity_type": etype, "entity_name": name, "set": sets, "deleted": deletes},
+           [f"Completed updating config for {_label(etype, name)}."])
     return 0
 
 
@@ -178,11 +176,11 @@ def _default_call(args, api_key: int, body: dict, results: str) -> dict:
     """`body` (one resource: the broker default) sent to the first broker; its one
     result, or CliError with the result's error."""
     host, port = _first_broker(args)
-    resp, = A.wire_calls(args, "configs for the broker default",
+    resp, = admin.wire_calls(args, "configs for the broker default",
                          [(host, port, api_key, lambda v: body)])
     r = resp[results][0]
     if r["error_code"]:
-        raise A.CliError(f"{A.error_name(r['error_code'])}: {r.get('error_message') or ''}")
+        raise admin.CliError(f"{admin.error_name(r['error_code'])}: {r.get('error_message') or ''}")
     return r
 
 
@@ -200,5 +198,5 @@ def register(sub) -> None:
     p.add_argument("--all", action="store_true", help="describe: every config, not only dynamic ones")
     p.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=[V,V]]")
     p.add_argument("--delete-config", action="append", default=[], metavar="K[,K]")
-    A.add_common(p)
-    p.set_defaults(func=lambda a: A.run({"describe": cmd_describe, "alter": cmd_alter}[a.action], a))
+    admin.add_common(p)
+    p.set_defaults(func=lambda a: admin.run({"describe": cmd_describe, "alter": cmd_alter}[a.action], a))

@@ -33,7 +33,7 @@ import json
 import sys
 import time
 
-from mpbroker.cli import admin as A
+from mpbroker.cli import admin
 
 FATAL_CONSUME = {"UNKNOWN_TOPIC_OR_PART", "TOPIC_AUTHORIZATION_FAILED",
                  "GROUP_AUTHORIZATION_FAILED", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION",
@@ -53,24 +53,24 @@ def _lines(args):
 
 
 def cmd_produce(args) -> int:
-    headers = [(k, v.encode()) for k, v in A.key_values(args.header, "--header").items()]
+    headers = [(k, v.encode()) for k, v in admin.key_values(args.header, "--header").items()]
     extra = {"acks": args.acks, "compression.type": args.compression, "linger.ms": 5}
-    extra.update(A.key_values(args.producer_property, "--producer-property"))
+    extra.update(admin.key_values(args.producer_property, "--producer-property"))
     if args.file:
         try:
             open(args.file, "rb").close()
         except OSError as e:
-            raise A.CliError(f"cannot read --file {args.file}: {e.strerror or e}", 2)
-    p = A.producer(args, extra)
+            raise admin.CliError(f"cannot read --file {args.file}: {e.strerror or e}", 2)
+    p = admin.producer(args, extra)
     sep = args.key_separator.encode() if args.key_separator else None
     state = {"errors": [], "delivered": 0}
 
     def report(err, msg):
         if err is not None:
-            state["errors"].append(f"{A.kafka_name(err)}: {err.str()}")
+            state["errors"].append(f"{admin.kafka_name(err)}: {err.str()}")
             if args.json:
                 print(json.dumps({"topic": msg.topic(), "partition": msg.partition(),
-                                  "error": f"{A.kafka_name(err)}: {err.str()}"}), flush=True)
+                                  "error": f"{admin.kafka_name(err)}: {err.str()}"}), flush=True)
             return
         state["delivered"] += 1
         if args.json:
@@ -97,13 +97,13 @@ def cmd_produce(args) -> int:
             except BufferError:          # the local queue is full: let deliveries drain
                 p.poll(0.1)
         p.poll(0)
-    remaining = p.flush(A.timeout_s(args))
+    remaining = p.flush(admin.timeout_s(args))
     if remaining:
         state["errors"].append(f"REQUEST_TIMED_OUT: {remaining} records not delivered in time")
     if bad_line:
-        raise A.CliError(bad_line)
+        raise admin.CliError(bad_line)
     if state["errors"]:
-        raise A.CliError(f"{len(state['errors'])} records failed; first: {state['errors'][0]}")
+        raise admin.CliError(f"{len(state['errors'])} records failed; first: {state['errors'][0]}")
     return 0
 
 
@@ -175,9 +175,9 @@ def _start_offset(args):
     try:
         n = int(off)
     except ValueError:
-        raise A.CliError(f"bad --offset {off!r}: earliest, latest or an offset", 2)
+        raise admin.CliError(f"bad --offset {off!r}: earliest, latest or an offset", 2)
     if n < 0:
-        raise A.CliError(f"bad --offset {off!r}: an offset is >= 0", 2)
+        raise admin.CliError(f"bad --offset {off!r}: an offset is >= 0", 2)
     return None, n
 
 
@@ -185,15 +185,15 @@ def cmd_consume(args) -> int:
     from confluent_kafka import TopicPartition
     reset, start = _start_offset(args)
     if args.group and reset is None:
-        raise A.CliError("--offset N cannot be used with --group (the group's commits decide)", 2)
+        raise admin.CliError("--offset N cannot be used with --group (the group's commits decide)", 2)
     if args.group and args.partition is not None:
-        raise A.CliError("--partition cannot be used with --group", 2)
+        raise admin.CliError("--partition cannot be used with --group", 2)
     extra = {"group.id": args.group or f"mpbroker-console-{int(time.time() * 1000)}",
              "enable.auto.commit": bool(args.group), "auto.offset.reset": reset or "latest",
              "isolation.level": args.isolation_level}
-    extra.update(A.key_values(args.consumer_property, "--consumer-property"))
+    extra.update(admin.key_values(args.consumer_property, "--consumer-property"))
     fmt = _unescape(args.format)
-    c = A.consumer(args, extra)
+    c = admin.consumer(args, extra)
     count = 0
     out = sys.stdout.buffer
     try:
@@ -202,15 +202,15 @@ def cmd_consume(args) -> int:
         else:
             from confluent_kafka import KafkaException
             try:
-                md = c.list_topics(args.topic, timeout=A.timeout_s(args))
+                md = c.list_topics(args.topic, timeout=admin.timeout_s(args))
             except KafkaException as e:
-                raise A._library_error(e)
+                raise admin.library_error(e)
             t = md.topics.get(args.topic)
             if t is None or (t.error is not None and t.error.code()) or not t.partitions:
-                raise A.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: topic '{args.topic}' does not exist")
+                raise admin.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: topic '{args.topic}' does not exist")
             parts = sorted(t.partitions) if args.partition is None else [args.partition]
             if args.partition is not None and args.partition not in t.partitions:
-                raise A.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: {args.topic} has no partition "
+                raise admin.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: {args.topic} has no partition "
                                  f"{args.partition}")
             c.assign([TopicPartition(args.topic, p, start) for p in parts])
         idle_since = time.monotonic()
@@ -224,8 +224,8 @@ def cmd_consume(args) -> int:
             if msg.error():
                 err = msg.error()
                 if err.name() in FATAL_CONSUME or err.fatal():
-                    raise A.CliError(f"{A.kafka_name(err)}: {err.str()}")
-                print(f"mpbroker: {A.kafka_name(err)}: {err.str()}", file=sys.stderr)
+                    raise admin.CliError(f"{admin.kafka_name(err)}: {err.str()}")
+                print(f"mpbroker: {admin.kafka_name(err)}: {err.str()}", file=sys.stderr)
                 continue
             idle_since = time.monotonic()
             count += 1
@@ -258,8 +258,8 @@ def register(sub) -> None:
     p.add_argument("--producer-property", action="append", default=[], metavar="K=V",
                    help="a producer config (librdkafka key; repeatable)")
     p.add_argument("--file", help="read records from this file instead of stdin")
-    A.add_common(p)
-    p.set_defaults(func=lambda a: A.run(cmd_produce, a))
+    admin.add_common(p)
+    p.set_defaults(func=lambda a: admin.run(cmd_produce, a))
 
     p = sub.add_parser("consume", help="print records of a topic")
     p.add_argument("--topic", required=True)
@@ -276,5 +276,5 @@ def register(sub) -> None:
                    choices=("read_uncommitted", "read_committed"))
     p.add_argument("--consumer-property", action="append", default=[], metavar="K=V",
                    help="a consumer config (librdkafka key; repeatable)")
-    A.add_common(p)
-    p.set_defaults(func=lambda a: A.run(cmd_consume, a))
+    admin.add_common(p)
+    p.set_defaults(func=lambda a: admin.run(cmd_consume, a))

@@ -26,15 +26,15 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 
-from mpbroker.cli import admin as A
+from mpbroker.cli import admin
 
 NO_OFFSET = -1001      # librdkafka's OFFSET_INVALID: no committed offset
 
 
 def _list(args, client) -> list:
-    res = A.result(client.list_consumer_groups(request_timeout=A.timeout_s(args)), args)
+    res = admin.result(client.list_consumer_groups(request_timeout=admin.timeout_s(args)), args)
     if res.errors:
-        raise A.CliError(f"listing groups failed on some broker: {res.errors[0]}")
+        raise admin.CliError(f"listing groups failed on some broker: {res.errors[0]}")
     return sorted(res.valid, key=lambda g: g.group_id)
 
 
@@ -47,14 +47,14 @@ def _state(state) -> str:
 
 
 def cmd_list(args) -> int:
-    client = A.admin_client(args)
+    client = admin.admin_client(args)
     groups = _list(args, client)
     out = [{"group": g.group_id, "state": _state(g.state),
             "simple": bool(g.is_simple_consumer_group)} for g in groups]
     if args.json:
-        A.emit_json(out)
+        admin.emit_json(out)
     elif args.state:
-        A.table(["GROUP", "STATE"], [[g["group"], g["state"]] for g in out])
+        admin.table(["GROUP", "STATE"], [[g["group"], g["state"]] for g in out])
     else:
         for g in out:
             print(g["group"])
@@ -62,20 +62,20 @@ def cmd_list(args) -> int:
 
 
 def _describe(args, client, group_ids: list[str]) -> dict:
-    futs = client.describe_consumer_groups(group_ids, request_timeout=A.timeout_s(args))
-    return {g: A.result(futs[g], args) for g in group_ids}
+    futs = client.describe_consumer_groups(group_ids, request_timeout=admin.timeout_s(args))
+    return {g: admin.result(futs[g], args) for g in group_ids}
 
 
 def _committed(args, client, group_id: str) -> dict:
     """{(topic, partition): offset} of the group's commits."""
     from confluent_kafka import ConsumerGroupTopicPartitions
     futs = client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
-                                              request_timeout=A.timeout_s(args))
-    res = A.result(futs[group_id], args)
+                                              request_timeout=admin.timeout_s(args))
+    res = admin.result(futs[group_id], args)
     out = {}
     for tp in res.topic_partitions or ():
         if tp.error is not None and tp.error.code():
-            raise A.CliError(f"{A.kafka_name(tp.error)}: {tp.error.str()} ({tp.topic}-{tp.partition})")
+            raise admin.CliError(f"{admin.kafka_name(tp.error)}: {tp.error.str()} ({tp.topic}-{tp.partition})")
         if tp.offset != NO_OFFSET:
             out[(tp.topic, tp.partition)] = tp.offset
     return out
@@ -87,8 +87,8 @@ def _list_offsets(args, client, parts, spec_for) -> dict:
     if not parts:
         return {}
     req = {TopicPartition(t, p): spec_for(t, p) for t, p in parts}
-    futs = client.list_offsets(req, request_timeout=A.timeout_s(args))
-    return {(tp.topic, tp.partition): A.result(f, args) for tp, f in futs.items()}
+    futs = client.list_offsets(req, request_timeout=admin.timeout_s(args))
+    return {(tp.topic, tp.partition): admin.result(f, args) for tp, f in futs.items()}
 
 
 def _latest(args, client, parts) -> dict:
@@ -107,12 +107,12 @@ def _group_ids(args, client) -> list[str]:
     if args.all_groups:
         return [g.group_id for g in _list(args, client)]
     if not args.group:
-        raise A.CliError("give --group or --all-groups", 2)
+        raise admin.CliError("give --group or --all-groups", 2)
     return list(args.group)
 
 
 def cmd_describe(args) -> int:
-    client = A.admin_client(args)
+    client = admin.admin_client(args)
     out = []
     for gid, desc in _describe(args, client, _group_ids(args, client)).items():
         members = [{"consumer_id": m.member_id, "group_instance_id": m.group_instance_id,
@@ -141,18 +141,18 @@ def cmd_describe(args) -> int:
                     if coord else None,
                     "members": members, "offsets": offsets})
     if args.json:
-        A.emit_json(out)
+        admin.emit_json(out)
         return 0
     for i, g in enumerate(out):
         if i:
             print()
         if args.state:
             c = g["coordinator"]
-            A.table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            admin.table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                     [[g["group"], f"{c['host']}:{c['port']} ({c['id']})" if c else None,
                       g["protocol"], g["state"], len(g["members"])]])
         elif args.members:
-            A.table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+            admin.table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
                     [[g["group"], m["consumer_id"], m["host"], m["client_id"],
                       len(m["assignment"])] for m in g["members"]])
         else:
@@ -161,7 +161,7 @@ def cmd_describe(args) -> int:
                 continue
             if not g["members"]:
                 print(f"Consumer group '{g['group']}' has no active members.")
-            A.table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+            admin.table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                      "CONSUMER-ID", "HOST", "CLIENT-ID"],
                     [[g["group"], o["topic"], o["partition"], o["current_offset"],
                       o["log_end_offset"], o["lag"], o["consumer_id"], o["host"],
@@ -172,16 +172,16 @@ def cmd_describe(args) -> int:
 def _partitions(args, client, specs) -> list[tuple[str, int]]:
     """(topic, partition) pairs of --topic T[:P,...]: all of T's partitions when none
     are named; a missing topic or partition is an error, as Kafka's tool."""
-    md = A.metadata(args, client)
+    md = admin.metadata(args, client)
     out = []
     for topic, parts in specs:
         t = md.topics.get(topic)
         if t is None or (t.error is not None and t.error.code() == 3):
-            raise A.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: topic '{topic}' does not exist")
+            raise admin.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: topic '{topic}' does not exist")
         known = sorted(t.partitions)
         for p in (known if parts is None else parts):
             if p not in t.partitions:
-                raise A.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: partition {topic}-{p} does not exist")
+                raise admin.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: partition {topic}-{p} does not exist")
             out.append((topic, p))
     return out
 
@@ -191,7 +191,7 @@ def parse_datetime(text: str) -> int:
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
-        raise A.CliError(f"bad --to-datetime {text!r}: expected YYYY-MM-DDTHH:mm:SS.sss "
+        raise admin.CliError(f"bad --to-datetime {text!r}: expected YYYY-MM-DDTHH:mm:SS.sss "
                          "with an optional zone (Z, +hh:mm)", 2)
     return int(dt.timestamp() * 1000)
 
@@ -236,40 +236,40 @@ def cmd_reset(args) -> int:
                              args.to_offset is not None, args.shift_by is not None,
                              args.to_datetime is not None) if x)
     if chosen != 1:
-        raise A.CliError("reset-offsets needs exactly one of --to-earliest, --to-latest, "
+        raise admin.CliError("reset-offsets needs exactly one of --to-earliest, --to-latest, "
                          "--to-current, --to-offset, --shift-by, --to-datetime", 2)
     if bool(args.topic) == bool(args.all_topics):
-        raise A.CliError("reset-offsets needs --topic or --all-topics (one of them)", 2)
+        raise admin.CliError("reset-offsets needs --topic or --all-topics (one of them)", 2)
     if args.dry_run and args.execute:
-        raise A.CliError("--dry-run and --execute exclude each other", 2)
+        raise admin.CliError("--dry-run and --execute exclude each other", 2)
     if not args.group or len(args.group) != 1:
-        raise A.CliError("reset-offsets takes exactly one --group", 2)
+        raise admin.CliError("reset-offsets takes exactly one --group", 2)
     gid = args.group[0]
-    client = A.admin_client(args)
+    client = admin.admin_client(args)
     desc = _describe(args, client, [gid])[gid]
     state = _state(desc.state)
     if state not in ("Empty", "Dead"):
-        raise A.CliError(f"Assignments can only be reset if the group '{gid}' is inactive, "
+        raise admin.CliError(f"Assignments can only be reset if the group '{gid}' is inactive, "
                          f"but the current state is {state}.")
     committed = _committed(args, client, gid)
     if args.all_topics:
         parts = sorted(committed)
     else:
-        parts = _partitions(args, client, A.topic_partitions(args.topic))
+        parts = _partitions(args, client, admin.topic_partitions(args.topic))
     plan = plan_resets(args, client, gid, parts, committed)
     if args.execute and plan:
         req = ConsumerGroupTopicPartitions(
             gid, [TopicPartition(r["topic"], r["partition"], r["new_offset"]) for r in plan])
-        futs = client.alter_consumer_group_offsets([req], request_timeout=A.timeout_s(args))
-        res = A.result(futs[gid], args)
+        futs = client.alter_consumer_group_offsets([req], request_timeout=admin.timeout_s(args))
+        res = admin.result(futs[gid], args)
         for tp in res.topic_partitions or ():
             if tp.error is not None and tp.error.code():
-                raise A.CliError(f"{A.kafka_name(tp.error)}: {tp.error.str()} "
+                raise admin.CliError(f"{admin.kafka_name(tp.error)}: {tp.error.str()} "
                                  f"({tp.topic}-{tp.partition})")
     if args.json:
-        A.emit_json({"group": gid, "executed": bool(args.execute), "offsets": plan})
+        admin.emit_json({"group": gid, "executed": bool(args.execute), "offsets": plan})
         return 0
-    A.table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+    admin.table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
             [[r["group"], r["topic"], r["partition"], r["new_offset"]] for r in plan])
     if not args.execute:
         print("(dry run: nothing changed; add --execute to apply)")
@@ -278,24 +278,21 @@ def cmd_reset(args) -> int:
 
 def cmd_delete(args) -> int:
     if not args.group:
-        raise A.CliError("groups delete needs --group", 2)
-    client = A.admin_client(args)
-    futs = client.delete_consumer_groups(list(args.group), request_timeout=A.timeout_s(args))
+        raise admin.CliError("groups delete needs --group", 2)
+    client = admin.admin_client(args)
+    futs = client.delete_consumer_groups(list(args.group), request_timeout=admin.timeout_s(args))
     results = {}
     for g in args.group:
         try:
-            A.result(futs[g], args)
+            admin.result(futs[g], args)
             results[g] = None
-        except A.CliError as e:
+        except admin.CliError as e:
             results[g] = str(e)
     failed = {g: e for g, e in results.items() if e}
-    if args.json:
-        A.emit_json([{"group": g, "error": e} for g, e in results.items()])
-    else:
-        ok = [g for g, e in results.items() if not e]
-        if ok:
-            print("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok)
-                  + ") was successful.")
+    ok = [g for g, e in results.items() if not e]
+    admin.emit(args, [{"group": g, "error": e} for g, e in results.items()],
+           ["Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok)
+            + ") was successful."] if ok else [])
     for g, e in failed.items():
         print(f"mpbroker: deletion of consumer group '{g}' failed: {e}", file=sys.stderr)
     return 1 if failed else 0
@@ -304,33 +301,33 @@ def cmd_delete(args) -> int:
 def cmd_delete_offsets(args) -> int:
     from mpbroker.protocol import api_keys as K
     if not args.group or len(args.group) != 1:
-        raise A.CliError("delete-offsets takes exactly one --group", 2)
+        raise admin.CliError("delete-offsets takes exactly one --group", 2)
     if not args.topic:
-        raise A.CliError("delete-offsets needs --topic", 2)
+        raise admin.CliError("delete-offsets needs --topic", 2)
     gid = args.group[0]
-    client = A.admin_client(args)
-    parts = _partitions(args, client, A.topic_partitions(args.topic))
+    client = admin.admin_client(args)
+    parts = _partitions(args, client, admin.topic_partitions(args.topic))
     coord = _describe(args, client, [gid])[gid].coordinator
     if coord is None:
-        raise A.CliError(f"COORDINATOR_NOT_AVAILABLE: no coordinator for group '{gid}'")
+        raise admin.CliError(f"COORDINATOR_NOT_AVAILABLE: no coordinator for group '{gid}'")
     by_topic: dict[str, list[int]] = {}
     for t, p in parts:
         by_topic.setdefault(t, []).append(p)
     body = {"group_id": gid, "topics": [
         {"name": t, "partitions": [{"partition_index": p} for p in ps]}
         for t, ps in by_topic.items()]}
-    resp, = A.wire_calls(args, "delete-offsets",
+    resp, = admin.wire_calls(args, "delete-offsets",
                          [(coord.host, coord.port, K.OFFSET_DELETE, lambda v: body)])
     top = resp.get("error_code", 0)
     if top:
-        raise A.CliError(f"{A.error_name(top)}: deleting offsets of group '{gid}' failed")
+        raise admin.CliError(f"{admin.error_name(top)}: deleting offsets of group '{gid}' failed")
     rows = [{"topic": t["name"], "partition": p["partition_index"],
-             "error": A.error_name(p["error_code"]) if p["error_code"] else None}
+             "error": admin.error_name(p["error_code"]) if p["error_code"] else None}
             for t in resp.get("topics") or () for p in t.get("partitions") or ()]
     if args.json:
-        A.emit_json({"group": gid, "partitions": rows})
+        admin.emit_json({"group": gid, "partitions": rows})
     else:
-        A.table(["TOPIC", "PARTITION", "STATUS"],
+        admin.table(["TOPIC", "PARTITION", "STATUS"],
                 [[r["topic"], r["partition"], f"Error: {r['error']}" if r["error"]
                   else "Successful"] for r in rows])
     return 1 if any(r["error"] for r in rows) else 0
@@ -356,7 +353,7 @@ def register(sub) -> None:
     p.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
     p.add_argument("--dry-run", action="store_true", help="reset-offsets: only print (default)")
     p.add_argument("--execute", action="store_true", help="reset-offsets: apply the reset")
-    A.add_common(p)
-    p.set_defaults(func=lambda a: A.run({
+    admin.add_common(p)
+    p.set_defaults(func=lambda a: admin.run({
         "list": cmd_list, "describe": cmd_describe, "reset-offsets": cmd_reset,
         "delete": cmd_delete, "delete-offsets": cmd_delete_offsets}[a.action], a))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from mpbroker.cli import admin as A
+from mpbroker.cli import admin
 from mpbroker.protocol import api_keys as K
 
 
@@ -37,35 +37,35 @@ def _request(topics: list[str] | None, md) -> dict:
 
 
 def cmd_log_dirs(args) -> int:
-    client = A.admin_client(args)
-    md = A.metadata(args, client)
+    client = admin.admin_client(args)
+    md = admin.metadata(args, client)
     brokers = sorted(md.brokers.values(), key=lambda b: b.id)
     if args.broker_list:
-        wanted = set(A.int_list(args.broker_list, "--broker-list"))
+        wanted = set(admin.int_list(args.broker_list, "--broker-list"))
         missing = wanted - {b.id for b in brokers}
         if missing:
-            raise A.CliError(f"brokers not in the cluster: {', '.join(map(str, sorted(missing)))}")
+            raise admin.CliError(f"brokers not in the cluster: {', '.join(map(str, sorted(missing)))}")
         brokers = [b for b in brokers if b.id in wanted]
     topics = None
     if args.topic_list:
         topics = [t for t in args.topic_list.split(",") if t]
         unknown = [t for t in topics if t not in md.topics]
         if unknown:
-            raise A.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: {', '.join(unknown)}")
+            raise admin.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: {', '.join(unknown)}")
     body = _request(topics, md)
-    responses = A.wire_calls(args, "log-dirs",
+    responses = admin.wire_calls(args, "log-dirs",
                              [(b.host, b.port, K.DESCRIBE_LOG_DIRS, lambda v: body)
                               for b in brokers])
     out = {"version": 1, "brokers": []}
     for b, resp in zip(brokers, responses):
         if resp.get("error_code"):
-            raise A.CliError(f"{A.error_name(resp['error_code'])}: broker {b.id} refused "
+            raise admin.CliError(f"{admin.error_name(resp['error_code'])}: broker {b.id} refused "
                              "DescribeLogDirs")
         dirs = []
         for r in resp.get("results") or ():
             dirs.append({
                 "logDir": r["log_dir"],
-                "error": A.error_name(r["error_code"]) if r["error_code"] else None,
+                "error": admin.error_name(r["error_code"]) if r["error_code"] else None,
                 "totalBytes": r.get("total_bytes", -1), "usableBytes": r.get("usable_bytes", -1),
                 "partitions": [{"partition": f"{t['name']}-{p['partition_index']}",
                                 "size": p["partition_size"], "offsetLag": p["offset_lag"],
@@ -73,7 +73,7 @@ def cmd_log_dirs(args) -> int:
                                for t in r["topics"] for p in t["partitions"]]})
         out["brokers"].append({"broker": b.id, "logDirs": dirs})
     if args.json:
-        A.emit_json(out)
+        admin.emit_json(out)
         return 0
     rows = []
     for b in out["brokers"]:
@@ -86,7 +86,7 @@ def cmd_log_dirs(args) -> int:
             for p in d["partitions"]:
                 rows.append(head + [p["partition"], p["size"], p["offsetLag"],
                                     str(p["isFuture"]).lower()])
-    A.table(["BROKER", "DIR", "ERROR", "TOTAL-BYTES", "USABLE-BYTES", "PARTITION", "SIZE",
+    admin.table(["BROKER", "DIR", "ERROR", "TOTAL-BYTES", "USABLE-BYTES", "PARTITION", "SIZE",
              "OFFSET-LAG", "IS-FUTURE"], rows)
     return 0
 
@@ -95,7 +95,7 @@ def _replica_dirs(args, brokers, topic: str, partition: int) -> dict[int, tuple[
     """broker id -> (dir, is_future) of T-P's entries, the served one winning."""
     body = {"topics": [{"topic": topic, "partitions": [partition]}]}
     out: dict[int, tuple[str, bool]] = {}
-    responses = A.wire_calls(args, "log-dirs", [(b.host, b.port, K.DESCRIBE_LOG_DIRS,
+    responses = admin.wire_calls(args, "log-dirs", [(b.host, b.port, K.DESCRIBE_LOG_DIRS,
                                                  lambda v: body) for b in brokers])
     for b, resp in zip(brokers, responses):
         for r in resp.get("results") or ():
@@ -110,13 +110,13 @@ def _replica_dirs(args, brokers, topic: str, partition: int) -> dict[int, tuple[
 def cmd_move(args) -> int:
     import os
     if not os.path.isabs(args.dir):
-        raise A.CliError(f"--dir must be an absolute path: {args.dir}", 2)
-    client = A.admin_client(args)
-    md = A.metadata(args, client)
+        raise admin.CliError(f"--dir must be an absolute path: {args.dir}", 2)
+    client = admin.admin_client(args)
+    md = admin.metadata(args, client)
     brokers = {b.id: b for b in md.brokers.values()}
     if args.broker is not None:
         if args.broker not in brokers:
-            raise A.CliError(f"broker {args.broker} is not in the cluster")
+            raise admin.CliError(f"broker {args.broker} is not in the cluster")
         targets = [brokers[args.broker]]
     else:
         t = md.topics.get(args.topic)
@@ -125,7 +125,7 @@ def cmd_move(args) -> int:
         targets = [brokers[r] for r in replicas] or sorted(brokers.values(), key=lambda b: b.id)
     body = {"dirs": [{"path": args.dir, "topics": [{"name": args.topic,
                                                      "partitions": [args.partition]}]}]}
-    responses = A.wire_calls(args, "log-dirs move",
+    responses = admin.wire_calls(args, "log-dirs move",
                              [(b.host, b.port, K.ALTER_REPLICA_LOG_DIRS, lambda v: body)
                               for b in targets])
     name = f"{args.topic}-{args.partition}"
@@ -134,13 +134,13 @@ def cmd_move(args) -> int:
         codes = [p["error_code"] for t in resp.get("results") or () for p in t["partitions"]]
         code = codes[0] if codes else 0
         moves.append({"broker": b.id, "partition": name, "logDir": args.dir,
-                      "error": A.error_name(code) if code else None, "done": False})
+                      "error": admin.error_name(code) if code else None, "done": False})
     failed = [m for m in moves if m["error"]]
     if failed:
         m = failed[0]
-        raise A.CliError(f"{m['error']}: broker {m['broker']} refused to move {name} to "
+        raise admin.CliError(f"{m['error']}: broker {m['broker']} refused to move {name} to "
                          f"{m['logDir']}")
-    deadline = time.monotonic() + A.timeout_s(args)
+    deadline = time.monotonic() + admin.timeout_s(args)
     while True:
         where = _replica_dirs(args, targets, args.topic, args.partition)
         for m in moves:
@@ -148,15 +148,12 @@ def cmd_move(args) -> int:
         if not args.wait or all(m["done"] for m in moves):
             break
         if time.monotonic() > deadline:
-            raise A.CliError(f"REQUEST_TIMED_OUT: {name} is not in {args.dir} after "
+            raise admin.CliError(f"REQUEST_TIMED_OUT: {name} is not in {args.dir} after "
                              f"{args.request_timeout_ms} ms")
         time.sleep(0.2)
-    if args.json:
-        A.emit_json({"version": 1, "moves": moves})
-        return 0
-    for m in moves:
-        state = "done" if m["done"] else "started"
-        print(f"broker {m['broker']}: moving {name} to {m['logDir']}: {state}")
+    admin.emit(args, {"version": 1, "moves": moves},
+           (f"broker {m['broker']}: moving {name} to {m['logDir']}: "
+            f"{'done' if m['done'] else 'started'}" for m in moves))
     return 0
 
 
@@ -173,14 +170,14 @@ def register(sub) -> None:
                    help="only this broker's replica (default: every broker hosting one)")
     m.add_argument("--wait", action="store_true",
                    help="wait until the replica is served from DIR")
-    A.add_common(m)
+    admin.add_common(m)
     for action in m._actions:       # the parent's values of these are kept unless given here
         if action.dest in ("bootstrap_server", "command_config", "json", "request_timeout_ms"):
             action.default = argparse.SUPPRESS
-    m.set_defaults(func=lambda a: A.run(cmd_move, a))
+    m.set_defaults(func=lambda a: admin.run(cmd_move, a))
     p.add_argument("--describe", action="store_true",
                    help="accepted for kafka-log-dirs.sh compatibility (the only action)")
     p.add_argument("--broker-list", metavar="ID,ID", help="brokers to ask (default: all)")
     p.add_argument("--topic-list", metavar="T,T", help="topics to show (default: all)")
-    A.add_common(p)
-    p.set_defaults(func=lambda a: A.run(cmd_log_dirs, a))
+    admin.add_common(p)
+    p.set_defaults(func=lambda a: admin.run(cmd_log_dirs, a))

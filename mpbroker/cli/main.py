@@ -127,7 +127,7 @@ def cmd_dump_log(args) -> int:
     return dump_log.run(args)
 
 
-def _admin_call(cfg_path: str, overrides: list[str], request: dict, timeout: float) -> dict:
+def admin_call(cfg_path: str, overrides: list[str], request: dict, timeout: float) -> dict:
     """One request to the running broker's admin socket (served by its controller
     process, see mpbroker/controller/placement.py), found from the config file."""
     import json
@@ -179,14 +179,14 @@ def cmd_placement(args) -> int:
             thr = configmod.BrokerConfig.from_file(args.config, args.override)[
                 "placement.balance.threshold"]
             return placement_view.watch(
-                lambda: _admin_call(args.config, args.override,
+                lambda: admin_call(args.config, args.override,
                                     {"cmd": "show", "interval": args.interval},
                                     args.interval + 15), thr, args.count)
         if args.action == "history":
-            out = _admin_call(args.config, args.override,
+            out = admin_call(args.config, args.override,
                               {"cmd": "history", "limit": args.limit}, 15)
         elif args.action == "show":
-            out = _admin_call(args.config, args.override,
+            out = admin_call(args.config, args.override,
                               {"cmd": "show", "interval": args.interval}, args.interval + 15)
         elif args.action == "move":
             if len(args.args) != 2:
@@ -198,12 +198,12 @@ def cmd_placement(args) -> int:
                 print(f"mpbroker: bad partition {args.args[0]!r} or worker {args.args[1]!r}",
                       file=sys.stderr)
                 return 2
-            out = _admin_call(args.config, args.override,
+            out = admin_call(args.config, args.override,
                               {"cmd": "move", "topic": topic, "partition": int(part),
                                "worker": int(args.args[1]),
                                "include_pinned": args.include_pinned}, 60)
         else:
-            out = _admin_call(args.config, args.override,
+            out = admin_call(args.config, args.override,
                               {"cmd": "balance", "interval": args.interval,
                                "dry_run": args.dry_run, "include_pinned": args.include_pinned,
                                "threshold": args.threshold},

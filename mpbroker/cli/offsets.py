@@ -8,7 +8,7 @@ record is at or after the time). --time also takes Kafka's -1 (latest), -2 (earl
 """
 from __future__ import annotations
 
-from mpbroker.cli import admin as A
+from mpbroker.cli import admin
 from mpbroker.metadata.model import INTERNAL_TOPICS
 
 SPECIAL = {"latest": -1, "earliest": -2, "max-timestamp": -3}
@@ -21,7 +21,7 @@ def _spec(value: str):
         try:
             t = int(value)
         except ValueError:
-            raise A.CliError(f"bad --time {value!r}: earliest, latest, max-timestamp or "
+            raise admin.CliError(f"bad --time {value!r}: earliest, latest, max-timestamp or "
                              "a timestamp in ms", 2)
     if t == -1:
         return OffsetSpec.latest()
@@ -30,20 +30,20 @@ def _spec(value: str):
     if t == -3:
         return OffsetSpec.max_timestamp()
     if t < 0:
-        raise A.CliError(f"bad --time {value!r}", 2)
+        raise admin.CliError(f"bad --time {value!r}", 2)
     return OffsetSpec.for_timestamp(t)
 
 
 def cmd_offsets(args) -> int:
     from confluent_kafka import TopicPartition
     spec = _spec(args.time)
-    wanted = A.int_list(args.partitions, "--partitions") if args.partitions else None
-    client = A.admin_client(args)
-    md = A.metadata(args, client)
+    wanted = admin.int_list(args.partitions, "--partitions") if args.partitions else None
+    client = admin.admin_client(args)
+    md = admin.metadata(args, client)
     if args.topic:
         t = md.topics.get(args.topic)
         if t is None or (t.error is not None and t.error.code() == 3):
-            raise A.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: topic '{args.topic}' does not exist")
+            raise admin.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: topic '{args.topic}' does not exist")
         topics = [args.topic]
     else:
         topics = sorted(n for n in md.topics if args.include_internal or n not in INTERNAL_TOPICS)
@@ -55,21 +55,18 @@ def cmd_offsets(args) -> int:
     if wanted is not None and args.topic:
         missing = set(wanted) - {tp.partition for tp in parts}
         if missing:
-            raise A.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: {args.topic} has no partition "
+            raise admin.CliError(f"UNKNOWN_TOPIC_OR_PARTITION: {args.topic} has no partition "
                              f"{', '.join(map(str, sorted(missing)))}")
-    futs = client.list_offsets({tp: spec for tp in parts}, request_timeout=A.timeout_s(args)) \
+    futs = client.list_offsets({tp: spec for tp in parts}, request_timeout=admin.timeout_s(args)) \
         if parts else {}
     rows = []
     for tp in parts:
-        info = A.result(futs[tp], args)
+        info = admin.result(futs[tp], args)
         rows.append({"topic": tp.topic, "partition": tp.partition,
                      "offset": info.offset if info.offset >= 0 else None,
                      "timestamp": info.timestamp if info.timestamp >= 0 else None})
-    if args.json:
-        A.emit_json(rows)
-    else:
-        for r in rows:
-            print(f"{r['topic']}:{r['partition']}:{'' if r['offset'] is None else r['offset']}")
+    admin.emit(args, rows, (f"{r['topic']}:{r['partition']}:{'' if r['offset'] is None else r['offset']}"
+                        for r in rows))
     return 0
 
 
@@ -81,5 +78,5 @@ def register(sub) -> None:
                    help="earliest, latest (default), max-timestamp, or a timestamp in ms")
     p.add_argument("--include-internal", action="store_true",
                    help="without --topic: internal topics too")
-    A.add_common(p)
-    p.set_defaults(func=lambda a: A.run(cmd_offsets, a))
+    admin.add_common(p)
+    p.set_defaults(func=lambda a: admin.run(cmd_offsets, a))

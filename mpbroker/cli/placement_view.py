@@ -14,7 +14,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Callable
 
-from mpbroker.controller import balance as B
+from mpbroker.controller import balance
 
 BAR = 24
 
@@ -24,13 +24,13 @@ def _bar(share: float, width: int = BAR) -> str:
     return "#" * n + "." * (width - n)
 
 
-def _sample(show: dict) -> B.Sample:
-    smp = B.Sample(workers=tuple(w["worker"] for w in show["workers"]))
+def _sample(show: dict) -> balance.Sample:
+    smp = balance.Sample(workers=tuple(w["worker"] for w in show["workers"]))
     for w in show["workers"]:
         smp.worker_cpu[w["worker"]] = w.get("cpu_s_per_s", 0.0)
         for p in w["partitions"]:
             tp = (p["topic"], p["partition"])
-            smp.partitions[tp] = B.PartitionRates(p["bytes_in_per_s"] + p["bytes_out_per_s"],
+            smp.partitions[tp] = balance.PartitionRates(p["bytes_in_per_s"] + p["bytes_out_per_s"],
                                                   p.get("requests_per_s", 0.0))
             smp.owners[tp] = w["worker"]
     return smp
@@ -42,9 +42,9 @@ def render_watch(show: dict, threshold: float | None = None, top: int = 5) -> st
     total_r = sum(sum(p.get("requests_per_s", 0.0) for p in w["partitions"]) for w in workers) or 1.0
     total_c = sum(w.get("cpu_s_per_s", 0.0) for w in workers) or 1.0
     smp = _sample(show)
-    loads = B.partition_loads(smp)
-    per = B.worker_loads(loads, smp.owners, smp.workers)
-    imb = B.imbalance(per)
+    loads = balance.partition_loads(smp)
+    per = balance.worker_loads(loads, smp.owners, smp.workers)
+    imb = balance.imbalance(per)
     head = (f"placement revision {show['revision']}, {show['num_workers']} workers, "
             f"rates over {show['interval_s']:g}s; imbalance {imb:.0%}")
     if threshold is not None:

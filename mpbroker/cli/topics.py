@@ -14,7 +14,7 @@ line with its non-default configs, then one line per partition.
 """
 from __future__ import annotations
 
-from mpbroker.cli import admin as A
+from mpbroker.cli import admin
 from mpbroker.metadata.model import INTERNAL_TOPICS
 
 
@@ -25,41 +25,34 @@ def _names(args) -> list[str]:
 def _one(args) -> str:
     names = _names(args)
     if len(names) != 1:
-        raise A.CliError(f"topics {args.action} takes exactly one topic", 2)
+        raise admin.CliError(f"topics {args.action} takes exactly one topic", 2)
     return names[0]
 
 
 def cmd_list(args) -> int:
-    client = A.admin_client(args)
-    md = A.metadata(args, client)
+    client = admin.admin_client(args)
+    md = admin.metadata(args, client)
     names = sorted(t for t in md.topics if not (args.exclude_internal and t in INTERNAL_TOPICS))
-    if args.json:
-        A.emit_json(names)
-    else:
-        for n in names:
-            print(n)
+    admin.emit(args, names, names)
     return 0
 
 
 def cmd_create(args) -> int:
     from confluent_kafka.admin import NewTopic
     name = _one(args)
-    configs = A.key_values(args.config, "--config")
-    client = A.admin_client(args)
+    configs = admin.key_values(args.config, "--config")
+    client = admin.admin_client(args)
     nt = NewTopic(name, num_partitions=args.partitions if args.partitions else -1,
                   replication_factor=args.replication_factor or -1, config=configs)
-    fut = client.create_topics([nt], request_timeout=A.timeout_s(args))[name]
+    fut = client.create_topics([nt], request_timeout=admin.timeout_s(args))[name]
     try:
-        A.result(fut, args)
+        admin.result(fut, args)
         created = True
-    except A.CliError as e:
+    except admin.CliError as e:
         if not (args.if_not_exists and str(e).startswith("TOPIC_ALREADY_EXISTS")):
             raise
         created = False
-    if args.json:
-        A.emit_json({"topic": name, "created": created})
-    elif created:
-        print(f"Created topic {name}.")
+    admin.emit(args, {"topic": name, "created": created}, [f"Created topic {name}."] if created else [])
     return 0
 
 
@@ -68,10 +61,10 @@ def _dynamic_configs(args, client, names: list[str]) -> dict[str, dict[str, str]
     if not names:
         return {}
     futs = client.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names],
-                                   request_timeout=A.timeout_s(args))
+                                   request_timeout=admin.timeout_s(args))
     out = {}
     for res, fut in futs.items():
-        entries = A.result(fut, args)
+        entries = admin.result(fut, args)
         out[res.name] = {k: e.value for k, e in sorted(entries.items())
                          if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
     return out
@@ -79,16 +72,16 @@ def _dynamic_configs(args, client, names: list[str]) -> dict[str, dict[str, str]
 
 def cmd_describe(args) -> int:
     from confluent_kafka import TopicCollection
-    client = A.admin_client(args)
+    client = admin.admin_client(args)
     names = _names(args)
     if not names:
-        md = A.metadata(args, client)
+        md = admin.metadata(args, client)
         names = sorted(t for t in md.topics
                        if not (args.exclude_internal and t in INTERNAL_TOPICS))
     descs = {}
     if names:
-        futs = client.describe_topics(TopicCollection(names), request_timeout=A.timeout_s(args))
-        descs = {n: A.result(futs[n], args) for n in names}
+        futs = client.describe_topics(TopicCollection(names), request_timeout=admin.timeout_s(args))
+        descs = {n: admin.result(futs[n], args) for n in names}
     configs = _dynamic_configs(args, client, names)
     out = []
     for n in names:
@@ -102,7 +95,7 @@ def cmd_describe(args) -> int:
                     "replication_factor": rf, "configs": configs.get(n, {}),
                     "partitions": parts})
     if args.json:
-        A.emit_json(out)
+        admin.emit_json(out)
         return 0
     for t in out:
         cfg = ",".join(f"{k}={v}" for k, v in t["configs"].items())
@@ -120,15 +113,15 @@ def cmd_alter(args) -> int:
     from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
                                        NewPartitions, ResourceType)
     name = _one(args)
-    sets = A.key_values(args.config, "--config")
+    sets = admin.key_values(args.config, "--config")
     if not args.partitions and not sets and not args.delete_config:
-        raise A.CliError("topics alter needs --partitions, --config or --delete-config", 2)
-    client = A.admin_client(args)
+        raise admin.CliError("topics alter needs --partitions, --config or --delete-config", 2)
+    client = admin.admin_client(args)
     done = {"topic": name}
     if args.partitions:
         fut = client.create_partitions([NewPartitions(name, args.partitions)],
-                                       request_timeout=A.timeout_s(args))[name]
-        A.result(fut, args)
+                                       request_timeout=admin.timeout_s(args))[name]
+        admin.result(fut, args)
         done["partitions"] = args.partitions
     if sets or args.delete_config:
         entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
@@ -136,41 +129,36 @@ def cmd_alter(args) -> int:
         entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
                     for k in args.delete_config]
         res = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
-        fut = client.incremental_alter_configs([res], request_timeout=A.timeout_s(args))[res]
-        A.result(fut, args)
+        fut = client.incremental_alter_configs([res], request_timeout=admin.timeout_s(args))[res]
+        admin.result(fut, args)
         done["set_configs"] = sets
         done["deleted_configs"] = list(args.delete_config)
-    if args.json:
-        A.emit_json(done)
-    else:
-        if "partitions" in done:
-            print(f"Topic {name} now has {args.partitions} partitions.")
-        if sets or args.delete_config:
-            print(f"Completed updating config for topic {name}.")
+    said = []
+    if "partitions" in done:
+        said.append(f"Topic {name} now has {args.partitions} partitions.")
+    if sets or args.delete_config:
+        said.append(f"Completed updating config for topic {name}.")
+    admin.emit(args, done, said)
     return 0
 
 
 def cmd_delete(args) -> int:
     names = _names(args)
     if not names:
-        raise A.CliError("topics delete needs at least one topic", 2)
-    client = A.admin_client(args)
-    futs = client.delete_topics(names, request_timeout=A.timeout_s(args))
+        raise admin.CliError("topics delete needs at least one topic", 2)
+    client = admin.admin_client(args)
+    futs = client.delete_topics(names, request_timeout=admin.timeout_s(args))
     deleted, missing = [], []
     for n in names:
         try:
-            A.result(futs[n], args)
+            admin.result(futs[n], args)
             deleted.append(n)
-        except A.CliError as e:
+        except admin.CliError as e:
             if args.if_exists and str(e).startswith("UNKNOWN_TOPIC_OR_PARTITION"):
                 missing.append(n)
                 continue
             raise
-    if args.json:
-        A.emit_json({"deleted": deleted, "missing": missing})
-    else:
-        for n in deleted:
-            print(f"Deleted topic {n}.")
+    admin.emit(args, {"deleted": deleted, "missing": missing}, (f"Deleted topic {n}." for n in deleted))
     return 0
 
 
@@ -189,7 +177,7 @@ def register(sub) -> None:
     p.add_argument("--if-exists", action="store_true", help="delete: no error if it is missing")
     p.add_argument("--exclude-internal", action="store_true",
                    help="list/describe: leave out internal topics")
-    A.add_common(p)
-    p.set_defaults(func=lambda a: A.run({"list": cmd_list, "create": cmd_create,
+    admin.add_common(p)
+    p.set_defaults(func=lambda a: admin.run({"list": cmd_list, "create": cmd_create,
                                          "describe": cmd_describe, "alter": cmd_alter,
                                          "delete": cmd_delete}[a.action], a))

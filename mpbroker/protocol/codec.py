@@ -131,11 +131,6 @@ class _Gen:
             self.ns[name] = s.unpack_from if kind == "u" else s.pack
         return name
 
-    def const(self, value) -> str:
-        name = f"_c{len(self.ns)}"
-        self.ns[name] = value
-        return name
-
     def field_flexible(self, f: Field) -> bool:
         return self.flexible and (f.flexible_versions is None or f.flexible_versions.has(self.version))
 

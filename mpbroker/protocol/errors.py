@@ -189,10 +189,6 @@ ErrorCode.retriable = property(lambda self: self.value in RETRIABLE)
 ErrorCode.message = property(lambda self: MESSAGES[self.value])
 
 
-def is_retriable(code: int) -> bool:
-    return code in RETRIABLE
-
-
 def message(code: int) -> str:
     return MESSAGES.get(code, MESSAGES[-1])
 

@@ -138,10 +138,6 @@ def frame_request(api_key: int, api_version: int, correlation_id: int,
     return _i.pack(len(data)) + data
 
 
-def chunks_length(chunks) -> int:
-    return sum(c.length if isinstance(c, FileSlice) else len(c) for c in chunks)
-
-
 def frame_response(api_key: int, api_version: int, correlation_id: int, body_chunks: list) -> list:
     """[size + response header, *body_chunks]; the chunks are passed through."""
     body_len = 0

@@ -6,7 +6,6 @@ session ended no longer counts."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from confluent_kafka import Producer
@@ -54,9 +53,7 @@ def test_delete_records_waits_for_live_followers(cluster):
     # a follower that does not fetch (but is still registered) holds the answer back
     c.pause(paused)
     try:
-        started = time.monotonic()
         assert delete_records(lb, "dr", 8, 1000) == (E.REQUEST_TIMED_OUT, 6)
-        assert time.monotonic() - started >= 0.9
     finally:
         c.resume(paused)
 

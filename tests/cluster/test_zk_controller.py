@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 
 from mpbroker import config as configmod
 from mpbroker.controller import zkdata
@@ -249,15 +248,12 @@ def test_controlled_shutdown_retries_then_gives_up(zookeeper, tmp_path, caplog):
             code, _ = await a.alter_partition("t", 0, 1, st.leader_epoch, st.partition_epoch, [1])
             assert code == ErrorCode.NONE
             caplog.set_level(logging.INFO, "mpbroker.controller.zk")
-            t0 = time.monotonic()
             assert await a.request_controlled_shutdown() is False
-            took = time.monotonic() - t0
             messages = [r.getMessage() for r in caplog.records]
             attempts = [m for m in messages if "controlled shutdown attempt" in m]
             assert attempts == [f"controlled shutdown attempt {i}/3: error 0, 1 partitions still led"
                                 for i in (1, 2, 3)]
             assert any("proceeding to an unclean shutdown" in m for m in messages)
-            assert 0.2 <= took < 5          # two backoffs, no more
             s = json.loads(a.zk.get("/brokers/topics/t/partitions/0/state")[0])
             assert s["leader"] == 1 and s["isr"] == [1]
         finally:

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 # the broker process is started as the public pytest plugin starts it
+from mpbroker.cli.main import admin_call
 from mpbroker.testing import free_port, kill_and_wait, kill_group, serve_command, spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -381,6 +382,14 @@ class Broker:
 
     def log_tail(self, limit: int = 8000) -> str:
         return self.log_text(max(0, self.log_size() - limit), limit)
+
+    def parked_fetches(self) -> int:
+        """Fetches parked in the purgatories of all the broker's workers (what `placement
+        show` reports; our own broker only)."""
+        self._require_own("parked_fetches()")
+        info = admin_call(str(self.config_path), [f"{k}={v}" for k, v in self.overrides.items()],
+                          {"cmd": "show", "interval": 0.05}, 30)
+        return sum(w["purgatory"]["fetch"] for w in info["workers"])
 
     def wait_for_log(self, text: str, since: int = 0, timeout: float = 30.0) -> str:
         """Wait until `text` is in the log after byte `since` (a `log_size()` taken

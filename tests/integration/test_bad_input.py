@@ -233,9 +233,7 @@ def test_many_bad_connections_at_once(broker, seeded):
             s = h.connect(broker.bootstrap)
             s.sendall(struct.pack(">i", -1 - i) if i % 2 else h.frame_request(1000 + i, 0, i))
             socks.append(s)
-        t0 = time.monotonic()
         assert_healthy(broker, seeded)
-        assert time.monotonic() - t0 < 30
     finally:
         for s in socks:
             s.close()

@@ -148,7 +148,7 @@ def test_continuous_balancing_moves_once_and_then_holds(two_workers):  # noqa: F
             time.sleep(0.5)
         assert [(e["topic"], e["from"], e["to"], e["reason"]) for e in hist] == \
             [(topic, 0, 1, "auto")], hist
-        time.sleep(8)                       # rounds on an even load: nothing more moves
+        time.sleep(8)    # the scenario: 4 rounds (every 2 s) on an even load, none may move
         assert placement(b, "history") == hist
     finally:
         load.finish()

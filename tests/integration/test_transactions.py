@@ -35,6 +35,19 @@ def txn_producer(bootstrap: str, tid: str | None = None, **conf):
                                           "transaction.timeout.ms": 60000, **conf})
 
 
+def wait_txn_state(broker, tid: str, want: str) -> None:
+    """Until DescribeTransactions says `tid` is in state `want`."""
+    from kafka import KafkaAdminClient
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        def state():
+            got = a.describe_transactions([tid])[tid].state
+            return getattr(got, "value", got)
+        harness.wait_until(lambda: state() == want, TIMEOUT, f"transaction {tid} {want}", broker)
+    finally:
+        a.close()
+
+
 def read_confluent(bootstrap: str, topic: str, partitions: int, n: int, *,
                    committed: bool = True, extra_s: float = 1.0) -> list[bytes]:
     c = harness.consumer(bootstrap, **{"isolation.level": "read_committed" if committed
@@ -272,7 +285,8 @@ def test_consume_transform_produce_with_offsets(broker, make_topic):
         plain.produce(src, value=f"in-{i}".encode(), partition=i % 2)
     harness.flush(plain)
     c = harness.consumer(broker.bootstrap, **{"group.id": group, "isolation.level": "read_committed"})
-    p = txn_producer(broker.bootstrap)
+    tid = _tid()
+    p = txn_producer(broker.bootstrap, tid)
     p.init_transactions(TIMEOUT)
     try:
         c.subscribe([src])
@@ -303,7 +317,7 @@ def test_consume_transform_produce_with_offsets(broker, make_topic):
             plain.produce(src, value=f"in-{i}".encode(), partition=i % 2)
         harness.flush(plain)
         process(4, commit=False)
-        time.sleep(1.0)
+        wait_txn_state(broker, tid, "CompleteAbort")      # its markers are written
         assert committed() == {0: 5, 1: 5}
     finally:
         c.close()

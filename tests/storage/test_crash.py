@@ -84,7 +84,7 @@ def kill_rounds(tmp_path, rounds: int, seed: int):
                                 stdout=subprocess.PIPE, text=True, cwd=ROOT)
         line = proc.stdout.readline()
         assert line.startswith("ready"), line
-        time.sleep(rnd.uniform(0.02, 0.25))
+        time.sleep(rnd.uniform(0.02, 0.25))     # the scenario: a random point to kill at
         proc.send_signal(signal.SIGKILL)
         for line in proc.stdout:
             if line.startswith("flushed"):

@@ -1,3 +1,7 @@
+"""The log of one partition (storage/log.py): appends (offsets, LogAppendTime, the
+idempotent producer's duplicates and gaps, follower appends), rolls, reads, offsets by
+timestamp, the flush policy. Retention and truncation: test_log_retention.py; opening
+and recovery: test_log_recovery.py."""
 import os
 
 import pytest
@@ -6,46 +10,8 @@ from storage.batch import BatchBuilder, RecordBatch, iter_batches
 from storage.errors import (CorruptRecordError, InvalidOffsetError,
                             MessageTooLargeError, OffsetOutOfRangeError,
                             OutOfOrderSequenceError, RecordBatchTooLargeError)
-from storage.log import InconsistentTopicIdError, Log, LogConfig
-from tests.conftest import record_fsyncs
-
-
-class Clock:
-    def __init__(self, now=1_000_000):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-
-def batch(n=2, ts=None, value=b"x" * 60, pid=-1, epoch=-1, seq=-1, key=b"k", offset=0,
-          compression=0):
-    b = BatchBuilder(offset, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                     compression=compression)
-    for i in range(n):
-        b.append(key, value, timestamp=ts if ts is not None else 1_000_000 + i)
-    return bytearray(b.build())
-
-
-def small_config(**kw):
-    base = dict(segment_bytes=2048, index_interval_bytes=256, segment_index_bytes=8 * 32,
-                file_delete_delay_ms=0)
-    base.update(kw)
-    return LogConfig(**base)
-
-
-def all_records(log, start=None):
-    data = log.read_records_bytes(log.log_start_offset if start is None else start)
-    return [(r.offset, r.key, r.value) for b in iter_batches(data) for r in b.records()]
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-def open_log(tmp_path, clock, **kw):
-    return Log.open(str(tmp_path / "topic-0"), small_config(**kw), clock)
+from storage.log import Log, LogConfig
+from tests.storage.log_harness import all_records, batch, open_log, small_config
 
 
 def test_append_assigns_offsets_in_place_and_reads_back(tmp_path, clock):
@@ -180,103 +146,6 @@ def test_offset_for_timestamp_and_special_values(tmp_path, clock):
     assert log.max_timestamp_offset() == (38, 1190)
 
 
-def test_retention_by_time_bytes_and_hw_bound(tmp_path, clock):
-    log = open_log(tmp_path, clock, retention_ms=1000)
-    for i in range(40):
-        log.append(batch(2, ts=clock.now - 5000 + i), 0)
-    n = len(log.segments)
-    assert log.enforce_retention(clock.now) == 0            # high watermark still 0
-    log.update_high_watermark(40)
-    assert log.enforce_retention(clock.now) == 2             # only below the HW (40)
-    assert log.log_start_offset == log.segments[0].base_offset == 40
-    log.update_high_watermark(80)
-    assert log.enforce_retention(clock.now) == n - 2         # active one too: rolls first
-    assert log.log_start_offset == log.log_end_offset == 80 and log.size_bytes == 0
-    assert log.append(batch(1), 0).first_offset == 80
-    assert not [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
-    log.close()
-
-
-def test_retention_bytes(tmp_path, clock):
-    log = open_log(tmp_path, clock, retention_bytes=3000, retention_ms=-1)
-    for i in range(60):
-        log.append(batch(2), 0)
-    log.update_high_watermark(log.log_end_offset)
-    log.enforce_retention()
-    assert log.size_bytes <= 3000 + 2048 and log.size_bytes > 3000 - 2048
-    assert [r[0] for r in all_records(log)] == list(range(log.log_start_offset, 120))
-
-
-def test_file_delete_delay(tmp_path, clock):
-    log = open_log(tmp_path, clock, retention_ms=0, file_delete_delay_ms=60_000)
-    for i in range(30):
-        log.append(batch(2, ts=1), 0)
-    log.update_high_watermark(log.log_end_offset)
-    log.enforce_retention(clock.now)
-    deleted = [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
-    assert deleted
-    log.enforce_retention(clock.now + 59_999)
-    assert [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
-    log.enforce_retention(clock.now + 60_000)
-    assert not [f for f in os.listdir(log.dir) if f.endswith(".deleted")]
-
-
-def test_delete_records_before(tmp_path, clock):
-    log = open_log(tmp_path, clock)
-    for i in range(30):
-        log.append(batch(2, pid=1, epoch=0, seq=2 * i), 2)
-    with pytest.raises(OffsetOutOfRangeError):
-        log.delete_records_before(10)
-    log.update_high_watermark(50)
-    assert log.delete_records_before(33) == 33
-    assert log.segments[0].base_offset <= 33 < (log.segments[1].base_offset
-                                                if len(log.segments) > 1 else 10**9)
-    with pytest.raises(OffsetOutOfRangeError):
-        log.read(32, 100)
-    assert log.read(33, 100).first_offset == 32              # whole batch 32-33
-    assert log.epoch_cache.entries == [(2, 33)]
-    assert log.delete_records_before(-1) == 50
-    log.close()
-    log = open_log(tmp_path, clock)
-    assert log.log_start_offset == 50 and log.high_watermark == 50
-
-
-def test_truncate_to(tmp_path, clock):
-    log = open_log(tmp_path, clock)
-    for i in range(30):
-        log.append(batch(2, pid=1, epoch=0, seq=2 * i), i // 10)
-    log.update_high_watermark(60)
-    assert log.truncate_to(25)
-    assert log.log_end_offset == 24 and log.high_watermark == 24
-    assert log.epoch_cache.entries == [(0, 0), (1, 20)]
-    assert [r[0] for r in all_records(log)] == list(range(24))
-    # producer state is rolled back too: seq 24 is next, not 60
-    info = log.append(batch(2, pid=1, epoch=0, seq=24), 3)
-    assert info.first_offset == 24 and not info.duplicate
-    assert log.truncate_to(0)
-    assert log.log_end_offset == 0 and log.size_bytes == 0
-    log.append(batch(1), 4)
-    assert [r[0] for r in all_records(log)] == [0]
-
-
-def test_clean_shutdown_skips_recovery_unclean_recovers(tmp_path, clock):
-    log = open_log(tmp_path, clock)
-    for i in range(25):
-        log.append(batch(2), 0)
-    log.update_high_watermark(50)
-    log.close()
-    assert os.path.exists(os.path.join(log.dir, ".kafka_cleanshutdown"))
-    log = open_log(tmp_path, clock)
-    assert log.recovered_bytes_truncated == 0
-    assert not os.path.exists(os.path.join(log.dir, ".kafka_cleanshutdown"))
-    assert (log.log_end_offset, log.high_watermark) == (50, 50)
-    log.append(batch(2), 0)
-    log.close(clean=False)
-    log = open_log(tmp_path, clock)
-    assert log.recovered_bytes_truncated > 0                 # the preallocated zeros
-    assert [r[0] for r in all_records(log)] == list(range(52))
-
-
 def test_flush_policy(tmp_path, clock):
     log = open_log(tmp_path, clock, flush_messages=5, flush_ms=1000)
     log.append(batch(2), 0)
@@ -286,39 +155,6 @@ def test_flush_policy(tmp_path, clock):
     log.append(batch(1), 0)
     assert not log.maybe_flush(clock.now + 999)
     assert log.maybe_flush(clock.now + 1000) and log.recovery_point == 6
-
-
-def test_missing_index_rebuilt_after_clean_shutdown(tmp_path, clock):
-    log = open_log(tmp_path, clock)
-    for i in range(30):
-        log.append(batch(2), 0)
-    entries = log.segments[0].index.all_entries()
-    log.close()
-    os.unlink(os.path.join(log.dir, "00000000000000000000.index"))
-    log = open_log(tmp_path, clock)
-    assert log.segments[0].index.all_entries() == entries
-    assert log.read(17, 10).first_offset == 16
-
-
-def test_partition_metadata_topic_id(tmp_path, clock):
-    tid = bytes(range(16))
-    log = Log.open(str(tmp_path / "t-3"), small_config(), clock, topic_id=tid)
-    assert (log.topic, log.partition) == ("t", 3)
-    text = open(os.path.join(log.dir, "partition.metadata")).read()
-    assert text.startswith("version: 0\ntopic_id: ") and "=" not in text
-    log.close()
-    assert Log.open(str(tmp_path / "t-3"), small_config(), clock).topic_id == tid
-    with pytest.raises(InconsistentTopicIdError):
-        Log.open(str(tmp_path / "t-3"), small_config(), clock, topic_id=b"\x01" * 16)
-
-
-def test_config_from_properties():
-    c = LogConfig.from_properties({"segment.bytes": "1000", "cleanup.policy": "compact,delete",
-                                   "log.retention.ms": "5", "message.timestamp.type":
-                                   "LogAppendTime", "min.cleanable.dirty.ratio": "0.1",
-                                   "log.flush.interval.messages": "3", "unknown.key": "x"})
-    assert (c.segment_bytes, c.retention_ms, c.flush_messages) == (1000, 5, 3)
-    assert c.compact and c.delete and c.log_append_time and c.min_cleanable_dirty_ratio == 0.1
 
 
 def test_duplicate_only_answers_a_single_batch_append(tmp_path, clock):
@@ -447,60 +283,3 @@ def test_preallocate_sizes_the_active_file_only_when_asked(tmp_path, clock, prea
     again.close()
     assert os.path.getsize(again.active_segment.log_path) == again.active_segment.size
 
-
-def test_a_new_log_is_created_with_one_fsync_of_its_parent_dir(tmp_path, clock, monkeypatch):
-    made = record_fsyncs(monkeypatch)
-    tid = os.urandom(16)
-    log = Log.open(str(tmp_path / "new-0"), small_config(), clock, topic_id=tid)
-    assert log.created and made == [str(tmp_path)]         # Kafka's way: the parent only
-    assert log.topic_id == tid and log.log_end_offset == 0 and not log.recovered
-    assert (tmp_path / "new-0" / "partition.metadata").exists()
-    made.clear()
-    lazy = Log.open(str(tmp_path / "new-1"), small_config(), clock, sync_parent=False)
-    assert lazy.created and made == []                       # the caller fsyncs the parent
-    again = Log.open(str(tmp_path / "new-1"), small_config(), clock)
-    assert not again.created
-    lazy.close(clean=False)
-    again.close(clean=False)
-    log.close()
-
-
-def test_the_first_flush_of_a_new_log_makes_its_files_durable_first(tmp_path, clock,
-                                                                    monkeypatch):
-    log = Log.open(str(tmp_path / "new-0"), small_config(), clock, topic_id=os.urandom(16))
-    made = record_fsyncs(monkeypatch)
-    log.append(batch(2), 0)
-    log.flush()
-    d = str(tmp_path / "new-0")
-    seg = os.path.join(d, "00000000000000000000.log")
-    meta = made.index(os.path.join(d, "partition.metadata"))
-    assert d in made[meta:made.index(seg)]                  # then the dir, then the data
-    made.clear()
-    log.append(batch(2), 0)
-    log.flush()                                              # once: no longer
-    assert d not in made and os.path.join(d, "partition.metadata") not in made
-    log.close()
-
-
-def test_a_new_log_whose_files_a_crash_lost_opens_again_empty(tmp_path, clock):
-    """Not fsynced at creation: a crash may leave the new directory with its files
-    missing or empty (nothing was appended, nothing acknowledged): it opens again."""
-    tid = os.urandom(16)
-    d = tmp_path / "new-0"
-    Log.open(str(d), small_config(), clock, topic_id=tid).close(clean=False)
-    (d / "partition.metadata").write_bytes(b"")
-    for name in os.listdir(d):
-        if name.endswith((".index", ".timeindex")):
-            os.unlink(d / name)
-        elif name.endswith(".log"):
-            os.truncate(d / name, 0)
-    log = Log.open(str(d), small_config(), clock, topic_id=tid)
-    assert log.topic_id == tid and log.log_end_offset == 0
-    log.append(batch(2), 0)
-    assert [o for o, _, _ in all_records(log)] == [0, 1]
-    log.close()
-    for name in os.listdir(d):
-        os.unlink(d / name)                                  # only the directory left
-    log = Log.open(str(d), small_config(), clock, topic_id=tid)
-    assert not log.created and log.topic_id == tid and log.log_end_offset == 0
-    log.close()

@@ -1,13 +1,18 @@
 """Connection memory (issue #15): reads charged to the worker's pool, muting while it is
 exhausted and resuming when answered requests release it; one shared read buffer; the
-charge returned on close; abort() wakes a muted reader; last_active follows traffic."""
+charge returned on close; abort() wakes a muted reader; last_active follows traffic.
+How a front sends another worker's FileSlices: only ever the bytes of the file the owner
+read, on real files and a real socket pair."""
 import asyncio
+import os
 import socket
 import struct
 
 from mpbroker.protocol import framing
+from storage.slices import FileSlice
 from workers.connection import Connection, ReadBuffer
 from workers.memory_pool import MemoryPool
+from workers.router import pin_records
 
 FRAME = 1000
 
@@ -103,3 +108,124 @@ def test_abort_wakes_a_muted_reader_and_last_active_follows_traffic():
         await asyncio.wait_for(task, 5)
         assert pool.used == 0
     run(test)
+
+
+# ------------------------------------------------------------------ slices at the front
+def _write(path, data: bytes) -> FileSlice:
+    """A new file at `path` (replacing any) and a slice of it as an owner hands it out."""
+    tmp = str(path) + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    st = os.stat(path)
+    return FileSlice(str(path), 0, len(data), -1, st.st_dev, st.st_ino)
+
+
+def _front(test):
+    """Run `test(conn, peer)` with a real Connection over a socket pair."""
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        conn = Connection(a, dispatcher=None, max_request_bytes=1 << 20)
+        try:
+            return await test(conn, b)
+        finally:
+            conn._close()
+            b.close()
+    return asyncio.run(main())
+
+
+def _recv(peer, n):
+    peer.settimeout(2)
+    out = b""
+    while len(out) < n:
+        out += peer.recv(n - len(out))
+    return out
+
+
+def test_front_never_sends_another_files_bytes_at_the_same_path(tmp_path):
+    seg = tmp_path / "00000000000000000000.log"
+    old = _write(seg, b"OLD-bytes")
+
+    async def test(conn, peer):
+        await conn._sendfile(conn.pin(old))
+        assert _recv(peer, 9) == b"OLD-bytes"
+        assert len(conn._files) == 1                 # the handle is kept for the path
+        os.unlink(seg)                               # the topic is deleted ...
+        new = _write(seg, b"NEW-bytes")              # ... and created again
+        assert new.ino != old.ino                    # (the cached handle keeps old's inode)
+        await conn._sendfile(conn.pin(new))          # the cached handle is not reused
+        assert _recv(peer, 9) == b"NEW-bytes"
+        # an answer read before the deletion, arriving now: its file is gone
+        assert conn.pin(old) is None
+        data = pin_records({"partition_index": 0, "error_code": 0, "high_watermark": 5,
+                            "records": [old]}, conn)
+        assert data["error_code"] == 6 and data["records"] == b""   # NOT_LEADER_OR_FOLLOWER
+        from workers.connection import StaleSlice
+        try:
+            await conn._sendfile(old)                # found stale only while sending
+        except StaleSlice:
+            pass
+        else:
+            raise AssertionError("a stale slice was sent")
+    _front(test)
+
+
+def test_front_reads_a_compacted_segment_under_its_retired_name(tmp_path):
+    seg = tmp_path / "00000000000000000000.log"
+    old = _write(seg, b"before-compaction")
+
+    async def test(conn, peer):
+        await conn._sendfile(conn.pin(old))
+        assert _recv(peer, 17) == b"before-compaction"
+        # compaction: old -> .deleted (still there for file.delete.delay.ms), cleaned
+        # segment swapped in at the same name
+        os.rename(seg, str(seg) + ".deleted")
+        new = _write(seg, b"after")
+        await conn._sendfile(conn.pin(new))
+        assert _recv(peer, 5) == b"after"
+        # a slice read before the swap is still answered from the retired file
+        await conn._sendfile(old)
+        assert _recv(peer, 17) == b"before-compaction"
+        os.unlink(str(seg) + ".deleted")
+        assert conn.pin(old) is None
+    _front(test)
+
+
+def test_local_slice_whose_fd_number_was_reused_is_not_sent_from_the_wrong_file(tmp_path):
+    seg, other = tmp_path / "a.log", tmp_path / "b.log"
+    mine = _write(seg, b"mine")
+    _write(other, b"else")
+
+    async def test(conn, peer):
+        fd = os.open(seg, os.O_RDONLY)
+        local = mine._replace(fd=fd)                 # a local partition's own segment fd
+        await conn._sendfile(local)
+        assert _recv(peer, 4) == b"mine"
+        os.close(fd)                                 # the segment closed (moved away) ...
+        fd2 = os.open(other, os.O_RDONLY)            # ... and its fd number reused
+        try:
+            assert fd2 == fd
+            await conn._sendfile(local)              # reopened by path: the right file
+            assert _recv(peer, 4) == b"mine"
+        finally:
+            os.close(fd2)
+    _front(test)
+
+
+def test_idle_file_handles_are_closed(tmp_path, monkeypatch):
+    from workers import connection
+    monkeypatch.setattr(connection, "FILE_IDLE_S", 0.05)
+    sl = _write(tmp_path / "x.log", b"x")
+
+    async def test(conn, peer):
+        await conn._sendfile(sl)
+        fd = conn._files[sl.path][0]
+        await until(lambda: conn._files == {})       # the sweep closed the idle handle
+        try:
+            os.fstat(fd)
+        except OSError:
+            pass
+        else:
+            assert os.readlink(f"/proc/self/fd/{fd}") != sl.path, "handle still open"
+    _front(test)

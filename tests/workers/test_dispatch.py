@@ -21,7 +21,7 @@ from mpbroker.protocol import api_keys as K
 from mpbroker.protocol import codec
 from mpbroker.protocol.errors import ErrorCode as E
 from storage.errors import CorruptRecordError
-from tests.protocol.test_error_response import Sample, _walk
+from tests.mpbroker.protocol.test_error_response import Sample, _walk
 from workers import dispatch as D
 from workers import handler_errors as HE
 from workers.handlers import HANDLERS, Handler
@@ -219,7 +219,7 @@ def test_connection_answers_pipelined_requests_in_order_after_a_failure(failing)
     from workers.connection import Connection
 
     async def fails_later(broker, ctx, req):
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)       # the scenario: it fails after the ones behind it
         raise OSError(errno.ENOSPC, "No space left on device")
 
     def fails_now(broker, ctx, req):

@@ -10,6 +10,7 @@ import pytest
 
 from mpbroker.protocol import api_keys as K
 from storage.batch import BatchBuilder, iter_batches
+from tests.conftest import until
 from tests.integration.broker import Broker, external_bootstrap
 from workers.kafka_client import KafkaConnection
 
@@ -163,7 +164,7 @@ def test_connection_refused_and_peer_close():
         loop = asyncio.get_running_loop()
         peer, _ = await loop.run_in_executor(None, srv.accept)
         req = asyncio.ensure_future(conn.request(K.API_VERSIONS, 0, {}))
-        await asyncio.sleep(0.05)
+        await until(lambda: conn._pending, what="the request in flight")
         peer.close()                      # the peer dies with the request in flight
         with pytest.raises(ConnectionError):
             await req
@@ -187,7 +188,7 @@ def test_garbage_response_closes(tmp_path):
         loop = asyncio.get_running_loop()
         peer, _ = await loop.run_in_executor(None, srv.accept)
         req = asyncio.ensure_future(conn.request(K.API_VERSIONS, 0, {}))
-        await asyncio.sleep(0.05)
+        await until(lambda: conn._pending, what="the request in flight")
         peer.sendall(b"\x00\x00\x00\x06\x00\x00\x03\xe7\x00\x00")   # correlation id 999
         with pytest.raises(ConnectionError):
             await req
@@ -208,7 +209,7 @@ def test_abort_fails_pending_at_once():
     async def main():
         conn = await KafkaConnection.connect("127.0.0.1", port, timeout_ms=5000)
         req = asyncio.ensure_future(conn.request(K.API_VERSIONS, 0, {}))
-        await asyncio.sleep(0.05)
+        await until(lambda: conn._pending, what="the request in flight")
         conn.abort()                      # from sync code: no await needed
         assert conn.closed
         with pytest.raises(ConnectionError):

@@ -254,7 +254,7 @@ def test_broker_deadlines_ignore_wall_clock_jumps(tmp_path, monkeypatch):
     wall = time.time()
     monkeypatch.setattr(time, "time", lambda: wall + 86_400)
     assert b.clock() >= (wall + 86_400) * 1000 - 1
-    time.sleep(0.005)
+    time.sleep(0.005)       # the scenario: the default (monotonic) timer clock moves past 1 ms
     b.timer.advance_clock(b.timer.clock())
     assert quick.events == ["complete", "expired"] and slow.events == []
     monkeypatch.setattr(time, "time", lambda: wall - 86_400)   # and stepped back

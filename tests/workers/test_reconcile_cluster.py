@@ -6,7 +6,7 @@ being applied while a failed log dir stops the worker, and StopReplica without d
 a follower but keeps its log.
 
 The metadata comes from a holder object here: what the controllers push is covered by
-tests/controller and tests/cluster (the auditor's scenario of a topic deleted while a
+tests/mpbroker/controller and tests/cluster (the auditor's scenario of a topic deleted while a
 replica was down: tests/cluster/test_topics.py)."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The placement map (mpbroker/metadata/placement.py): default spread, config overrides, run-time
-assignments, revisions, persistence format, reconcile on a new worker count (the balancing decision: tests/controller/test_balance.py)."""
+assignments, revisions, persistence format, reconcile on a new worker count (the balancing decision: tests/mpbroker/controller/test_balance.py)."""
 from __future__ import annotations
 
 import collections

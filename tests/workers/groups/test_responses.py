@@ -8,9 +8,8 @@ import pytest
 
 from workers.groups import responses
 
+# beside the repository: <repo>/../shared (parents: groups, workers, tests, repo, its parent)
 SCHEMAS = pathlib.Path(__file__).resolve().parents[4] / "shared/reference/kafka-message-schemas"
-if not SCHEMAS.is_dir():
-    SCHEMAS = pathlib.Path("/work/shared/reference/kafka-message-schemas")
 
 
 def snake(name):

@@ -13,9 +13,11 @@ from mpbroker.controller.embedded import EmbeddedController
 from storage import errors as serr
 from storage.batch import iter_batches
 from workers import coordinator_log
-from workers.worker import Worker
+from workers.worker import Worker, monotonic_ms
 from workers.groups import errors
 from workers.groups.coordinator import ACTIVE, LOADING
+
+from tests.conftest import until
 
 from .harness import commit, commit_errors, fetch
 
@@ -23,13 +25,13 @@ OFFSETS = "__consumer_offsets"
 N = 120  # committed partitions: ~120 batches of ~120 bytes, dozens of 1 KiB chunks
 
 
-def make_broker(tmp_path, **overrides):
+def make_broker(tmp_path, timer_clock=monotonic_ms, **overrides):
     text = (f"broker.id=1\nlog.dirs={tmp_path}\nlisteners=PLAINTEXT://127.0.0.1:9092\n"
             "offsets.topic.num.partitions=1\noffsets.load.buffer.size=1024\n")
     cfg = configmod.BrokerConfig.from_text(text, [f"{k}={v}" for k, v in overrides.items()])
     ctl = EmbeddedController(cfg)
     ctl.register_broker(1, "127.0.0.1", 9092)
-    b = Worker(cfg, ctl)
+    b = Worker(cfg, ctl, timer_clock=timer_clock)
     ctl.attach_worker(b)
     b.start(asyncio.get_running_loop())
     return b, ctl
@@ -150,8 +152,10 @@ def test_partition_lost_during_load_cancels_it(tmp_path):
 def test_commit_waits_for_the_followers(tmp_path):
     """acks=all on a replicated offsets partition: the commit is answered when the high
     watermark covers it; refused below min.insync.replicas; timed out without followers."""
+    timer_now = [0]             # the timing wheel's clock (the commit timeout), ms
+
     async def main():
-        b, ctl = make_broker(tmp_path, **{"offsets.commit.timeout.ms": 300})
+        b, ctl = make_broker(tmp_path, lambda: timer_now[0], **{"offsets.commit.timeout.ms": 300})
         await ctl.ensure_internal_topic(OFFSETS)
         await loaded(b)
         coord = b.groups.coordinator_for("g")
@@ -166,7 +170,10 @@ def test_commit_waits_for_the_followers(tmp_path):
         assert commit_errors(box) == {("t", 0): 0}
 
         late = commit(coord, "g", {("t", 0): 8})             # the follower never comes
-        await asyncio.sleep(0.6)
+        assert not late.done
+        timer_now[0] += 301                                  # past offsets.commit.timeout.ms
+        b.timer.advance_clock(timer_now[0])
+        await until(lambda: late.done, what="the commit's timeout")
         assert commit_errors(late) == {("t", 0): errors.COORDINATOR_NOT_AVAILABLE}
         assert fetch(coord, "g")[1][("t", 0)][0] == 7       # not applied
 

@@ -79,7 +79,7 @@ def test_failed_load_is_retried_not_served_half_loaded(tmp_path, monkeypatch):
         lg.read_records_bytes = flaky
         while len(calls) < 2:
             await asyncio.sleep(0)
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0)      # a turn: the loader took the failure, waits out its backoff
         assert ps.loading and txn.describe(IDS[0])["error_code"] == E.COORDINATOR_LOAD_IN_PROGRESS
         await loaded(b)
         assert calls.count(calls[0]) == 2          # started over from the log start

@@ -11,7 +11,7 @@ from tests.conftest import require_module
 require_module("pyspark")
 
 from tests.integration import broker as harness  # noqa: E402
-from tests.spark.util import delete_records, produce, wait_until  # noqa: E402
+from tests.mpbroker.spark.util import delete_records, produce, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

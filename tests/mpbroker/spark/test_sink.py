@@ -4,7 +4,6 @@ from __future__ import annotations
 import collections
 import os
 import threading
-import time
 
 import pytest
 
@@ -12,7 +11,7 @@ from tests.conftest import require_module
 
 require_module("pyspark")
 
-from tests.spark.util import produce, read_all  # noqa: E402
+from tests.mpbroker.spark.util import produce, read_all  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -311,11 +310,15 @@ def test_transactional_unit_of_work_that_died_is_redone_in_one_transaction(boots
     markers.put(other_zombie, f"{query}/3", {"batch": 9, "state": "done"}, probe, None)
     harness.flush(other_zombie)
     assert writer.write_unit(query, 0, 9, iter(records[10:20])).written == 10
-    threading.Timer(2.0, other_zombie.abort_transaction, (30,)).start()
-    started = time.monotonic()
+    aborting = threading.Event()
+
+    def abort():
+        aborting.set()
+        other_zombie.abort_transaction(30)
+    threading.Timer(2.0, abort).start()       # the scenario: decided while the replay waits
     replay = writer.write_unit(query, 0, 9, iter(records[10:20]))
     assert (replay.written, replay.skipped) == (0, 10)
-    assert time.monotonic() - started >= 1.5  # it waited for the abort
+    assert aborting.is_set()  # it waited for the abort
     assert markers.latest(f"{query}/3", probe) is None  # the aborted marker never counts
     probe.close()
     assert len(read_all(bootstrap, topic, 2, expect=130, isolation="read_committed")) == 130

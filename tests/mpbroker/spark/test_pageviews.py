@@ -14,7 +14,7 @@ from tests.conftest import require_module
 
 require_module("pyspark")
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 

@@ -25,7 +25,7 @@ import pytest
 from tests.integration import broker as harness
 from tests.integration.broker import Broker
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 atexit.register(harness.kill_all)
 
 

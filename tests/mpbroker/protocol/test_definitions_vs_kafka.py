@@ -22,7 +22,7 @@ import pytest
 
 from mpbroker.protocol import schema
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SCHEMAS = os.path.join(REPO, "..", "shared", "reference", "kafka-message-schemas")
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(SCHEMAS), reason="no Kafka schema reference")
