@@ -12,7 +12,7 @@ from mpbroker.protocol import framing
 from storage.slices import FileSlice
 from workers.connection import Connection, ReadBuffer
 from workers.memory_pool import MemoryPool
-from workers.router import pin_records
+from workers.payloads import pin_records
 
 FRAME = 1000
 

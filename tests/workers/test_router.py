@@ -8,7 +8,7 @@ import asyncio
 from mpbroker.protocol import api_keys as K
 from storage.slices import FileSlice
 from workers.fetch_session import CachedPartition
-from workers.payloads import pin_records, portable, sanitize_response
+from workers.payloads import portable, sanitize_response
 from workers.router import (GROUP_MULTI, PART_SPECS, fetch_has_news, fetch_subrequest,
                             merge_groups, merge_list_groups, merge_partitions, split_groups,
                             split_partitions)
