@@ -163,9 +163,7 @@ class ControllerService:
 
     def reload(self, cfg) -> None:
         """SIGHUP: the static layer of the controller's config changes (dynamic keys only)."""
-        self.ctl.cfg = cfg
-        self.ctl._broker_cfg = cfg.with_dynamic(broker=self.ctl._dynamic["broker"],
-                                                default=self.ctl._dynamic["default"])
+        self.ctl.reload(cfg)
         self.push_config_if_changed()
 
     def on_request(self, link: Channel, msg: dict) -> None:

@@ -69,7 +69,6 @@ class EmbeddedController:
         self._pid_path = os.path.join(self.log_dir, store.METADATA_DIR, "producer-id-block.json")
         self.producer_ids = ProducerIdBlocks(self._claim_producer_id_block)
         self.dynamic = DynamicBrokerConfigs(self.log_dir)
-        self._dynamic = self.dynamic.layers      # read by the controller process's SIGHUP reload
         self._broker_cfg = self.dynamic.over(cfg)
         self.limits = limits.MutationLimits(cfg)
         self.created_configs = topic_requests.CreatedConfigs()

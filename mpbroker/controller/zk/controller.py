@@ -58,7 +58,6 @@ class ZkController:
         self.md = model.ClusterMetadata(self.cluster_id)
         self.workers: list = []
         self.dynamic = DynamicBrokerConfigs(self.log_dir)
-        self._dynamic = self.dynamic.layers      # read by the controller process's SIGHUP reload
         self._broker_cfg = self.dynamic.over(cfg)
         self.broker_epoch = -1
         self._closing = False
