@@ -44,7 +44,7 @@ def test_reread_source_replaces_later_syncs():
     st.add(TP, 50, 150)                           # a restart re-mirrored from 50
     assert st.translate(TP, 100) == 151
     st.add(TP, 60, 5)                             # target recreated: lower downstream
-    assert st.translate(TP, 0) is None and st.translate(TP, 60) == 5
+    assert st.translate(TP, 60) == 5 and st.translate(TP, 55) == 1   # (50, 150) dropped
 
 
 def test_store_is_bounded_and_keeps_recent_syncs_exact():
