@@ -250,7 +250,8 @@ def test_group_offsets_are_translated_and_synced_to_the_target(clusters, mirrors
 
 
 class Ledger:
-    """Produces unique values to the source at a steady pace until stopped."""
+    """Produces unique values to the source at a steady pace (about 1,000 a second) until
+    stopped, so the source is still being written while the mirror is killed."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int):
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
@@ -261,13 +262,13 @@ class Ledger:
 
     def _run(self) -> None:
         p = producer(self.bootstrap)
-        while not self._stop.is_set() and self.sent < 6000:
-            for _ in range(50):
+        while not self._stop.is_set() and self.sent < 50_000:
+            for _ in range(20):
                 v = str(self.sent).encode()
                 p.produce(self.topic, value=v, key=v, partition=self.sent % self.partitions)
                 self.sent += 1
             p.poll(0)
-            self._stop.wait(0.01)
+            self._stop.wait(0.02)
         flush(p)
 
     def stop(self) -> int:
@@ -290,6 +291,9 @@ def test_sigkill_and_restart_loses_nothing(clusters, mirrors, eos):
     wait_until(lambda: end_offsets(b.bootstrap, remote, 3) >= 500, WAIT_S, "records at B")
     m.kill()
     m.start()
+    after = ledger.sent
+    wait_until(lambda: end_offsets(b.bootstrap, remote, 3) >= after + 500, WAIT_S,
+               "the restarted mirror to mirror more")
     total = ledger.stop()
     expected = {str(i).encode() for i in range(total)}
     seen = wait_values(b.bootstrap, remote, 3, expected, **{"isolation.level": "read_committed"})
