@@ -4,10 +4,9 @@ An offset sync says "source offset U of topic-partition tp is target offset D". 
 pipeline emits one (MirrorSourceTask's rule, `SyncPolicy.update`) when
 
 * it is the first record of tp this process mirrors,
-* the target offset moved `offset.lag.max` or more past the last sync's + 1 (so a
-  translated offset is never more than that stale),
-* the source skipped offsets (compaction, transaction markers, aborted records), or
-* the target offset went backwards (the target topic was recreated or truncated).
+* `offset.lag.max` or more records went by since the last sync (so a translated offset
+  is never more than that stale), or
+* the source skipped offsets (compaction, transaction markers, aborted records).
 
 `OffsetSyncStore` (the checkpoint side, fed from the offset-syncs topic) translates a
 consumer group's source offset U: with the newest sync (u, d) where u <= U, the target
@@ -28,24 +27,27 @@ TopicPartition = Tuple[str, int]
 
 
 class SyncPolicy:
-    """Per source partition: should the record (upstream U -> downstream D) be synced?"""
+    """Per source partition: is an offset sync due at the record with source offset U?
+
+    Decided when the record is written, on source offsets alone (the target offset is
+    known only from the delivery report, which the pipeline asks for just for these
+    records): the first record, a gap, or `max_lag` records since the last sync. A
+    partition's target offsets advance one per record, so this is MM2's rule as long as
+    the target is not truncated (which the store notices: see `OffsetSyncStore.add`)."""
 
     def __init__(self, max_lag: int):
-        self.max_lag = max_lag
-        self._state: Dict[TopicPartition, List[int]] = {}   # tp -> [last sync D, prev U, prev D]
+        self.max_lag = max(1, max_lag)
+        self._state: Dict[TopicPartition, List[int]] = {}   # tp -> [last synced U, previous U]
 
-    def update(self, tp: TopicPartition, upstream: int, downstream: int) -> bool:
+    def update(self, tp: TopicPartition, upstream: int) -> bool:
         st = self._state.get(tp)
         if st is None:
-            self._state[tp] = [downstream, upstream, downstream]
+            self._state[tp] = [upstream, upstream]
             return True
-        last_sync_down, prev_up, prev_down = st
-        due = (downstream - (last_sync_down + 1) >= self.max_lag
-               or upstream - prev_up != 1
-               or downstream < prev_down)
+        due = upstream - st[0] >= self.max_lag or upstream - st[1] != 1
         if due:
-            st[0] = downstream
-        st[1], st[2] = upstream, downstream
+            st[0] = upstream
+        st[1] = upstream
         return due
 
     def forget(self, tp: TopicPartition) -> None:

@@ -2,12 +2,17 @@
 came from committed only once the records are safe (`task.FlowTask` owns both sinks).
 
 * `AtLeastOnceSink` (exactly.once.support=disabled, the default): one idempotent producer
-  (acks=all) per process and flow. A source offset becomes committable when its record's
-  delivery report arrives; the task commits committable offsets to the flow's group on
-  the SOURCE every offset.flush.interval.ms, on revocation and on SIGTERM. A crash
-  re-mirrors at most what was delivered since the last commit. A failed delivery rewinds
-  its partition to the failed offset (the task seeks the consumer), so nothing is
-  skipped; reports of records produced before the rewind are then ignored (epochs).
+  (acks=all, enable.gapless.guarantee) per process and flow. Delivery reports are asked
+  for only for the last record of each partition in a batch and for records that carry
+  an offset sync (a Python callback per record would halve the throughput); with the
+  gapless guarantee a reported success means every earlier record of that partition
+  was written, so its offset + 1 becomes committable. The task commits committable
+  offsets to the flow's group on the SOURCE every offset.flush.interval.ms, on
+  revocation and on SIGTERM; a crash re-mirrors at most what was delivered since the
+  last commit. A failed delivery rewinds its partition to its last committable offset
+  (the task seeks the consumer), so nothing is skipped; reports of records produced
+  before the rewind are then ignored (epochs). A fatal producer error (the gapless
+  guarantee broken) stops the flow: the process exits 1 and restarts from the commits.
 
 * `TransactionalSink` (exactly.once.support=enabled, KIP-618's guarantee): one
   transactional producer per assigned source partition, transactional.id
@@ -71,11 +76,14 @@ class OffsetSyncWriter:
         self.topic = topic
         self.policy = SyncPolicy(max_lag)
 
-    def record(self, tp: TP, upstream: int, downstream: int) -> None:
-        if self.producer is not None and self.policy.update(tp, upstream, downstream):
-            sync = OffsetSync(tp[0], tp[1], upstream, downstream)
-            produce(self.producer, self.topic, {"key": sync.key(), "value": sync.value(),
-                                                "partition": 0}, None)
+    def due(self, tp: TP, upstream: int) -> bool:
+        """Called for every record written, in order: is a sync due at this one?"""
+        return self.producer is not None and self.policy.update(tp, upstream)
+
+    def write(self, tp: TP, upstream: int, downstream: int) -> None:
+        sync = OffsetSync(tp[0], tp[1], upstream, downstream)
+        produce(self.producer, self.topic, {"key": sync.key(), "value": sync.value(),
+                                            "partition": 0}, None)
 
     def forget(self, tps: Iterable[TP]) -> None:
         for tp in tps:
@@ -93,6 +101,11 @@ class Counters:
         self._n[topic] += n
         self.total += n
 
+    def add_batch(self, msgs: List) -> None:
+        for m in msgs:
+            self._n[m.topic()] += 1
+        self.total += len(msgs)
+
     def take(self) -> Dict[str, int]:
         out, self._n = dict(self._n), defaultdict(int)
         return out
@@ -107,21 +120,57 @@ class AtLeastOnceSink:
         self.log = log
         self.counters = Counters()
         self._source_of: Dict[str, str] = {}
-        self._inflight: Dict[TP, Deque[Tuple[int, int]]] = defaultdict(deque)
+        self._inflight: Dict[TP, Deque[Tuple[int, int, bool]]] = defaultdict(deque)
         self._epoch: Dict[TP, int] = defaultdict(int)
         self._committable: Dict[TP, int] = {}
         self._dirty: set = set()
         self._rewind: Dict[TP, int] = {}
+        self._base: Dict[TP, int] = {}                  # first offset written since assignment
+        self.fatal = None
+        self._remote_of: Dict[str, str] = {}
 
     def write(self, msgs: List) -> None:
-        for m in msgs:
-            tp = (m.topic(), m.partition())
-            if tp in self._rewind:
+        # The hot loop. A delivery report (a Python callback) is asked for only where
+        # it is needed: the last record of each partition's run in the batch (it makes
+        # the run committable: with the idempotent producer's gapless guarantee, its
+        # success means every earlier record of the partition succeeded) and records
+        # where an offset sync is due (their target offset is the sync's).
+        n = len(msgs)
+        remote_of = self._remote_of
+        rewinding = self._rewind
+        produce_ = self.producer.produce
+        for i in range(n):
+            m = msgs[i]
+            topic, part, offset = m.topic(), m.partition(), m.offset()
+            tp = (topic, part)
+            if rewinding and tp in rewinding:
                 continue
-            remote = self.remote(tp[0])
-            self._source_of[remote] = tp[0]
-            produce(self.producer, remote, record_kwargs(m), self._delivered)
-            self._inflight[tp].append((m.offset(), self._epoch[tp]))
+            remote = remote_of.get(topic)
+            if remote is None:
+                remote = remote_of[topic] = self.remote(topic)
+                self._source_of[remote] = topic
+            nxt = msgs[i + 1] if i + 1 < n else None
+            last = nxt is None or nxt.partition() != part or nxt.topic() != topic
+            sync = self.syncs.due(tp, offset)
+            kw = {"partition": part, "key": m.key(), "value": m.value()}
+            headers = m.headers()
+            if headers:
+                kw["headers"] = headers
+            ts_type, ts = m.timestamp()
+            if ts_type != TIMESTAMP_NOT_AVAILABLE:
+                kw["timestamp"] = ts
+            if last or sync:
+                kw["on_delivery"] = self._delivered
+                self._inflight[tp].append((offset, self._epoch[tp], sync))
+            if tp not in self._base:
+                self._base[tp] = offset
+            while True:
+                try:
+                    produce_(remote, **kw)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+        self.counters.add_batch(msgs)
         self.producer.poll(0)
 
     def _delivered(self, err, msg) -> None:
@@ -129,22 +178,28 @@ class AtLeastOnceSink:
         q = self._inflight.get(tp)
         if not q:
             return                                      # revoked meanwhile
-        offset, epoch = q.popleft()
+        offset, epoch, sync = q.popleft()
         if epoch != self._epoch[tp]:
             return
         if err is not None:
-            self.log.warning("delivery of %s-%d offset %d to %s failed: %s; re-reading from there",
-                             tp[0], tp[1], offset, msg.topic(), err.str())
-            self._rewind[tp] = offset
+            if err.fatal():
+                self.fatal = err
+            # Everything after the last committable offset is written again.
+            back = self._committable.get(tp, self._base.get(tp, offset))
+            self.log.warning("delivery of %s-%d offset %d to %s failed: %s; re-reading from %d",
+                             tp[0], tp[1], offset, msg.topic(), err.str(), back)
+            self._rewind[tp] = back
             self._epoch[tp] += 1
             return
         self._committable[tp] = offset + 1
         self._dirty.add(tp)
-        self.counters.add(tp[0])
-        self.syncs.record(tp, offset, msg.offset())
+        if sync:
+            self.syncs.write(tp, offset, msg.offset())
 
     def poll(self) -> None:
         self.producer.poll(0)
+        if self.fatal is not None:
+            raise RuntimeError(f"fatal producer error: {self.fatal.str()}")
 
     def take_rewinds(self) -> Dict[TP, int]:
         out, self._rewind = self._rewind, {}
@@ -171,6 +226,7 @@ class AtLeastOnceSink:
             self._inflight.pop(tp, None)
             self._committable.pop(tp, None)
             self._rewind.pop(tp, None)
+            self._base.pop(tp, None)
             self._dirty.discard(tp)
             self._epoch[tp] += 1
         self.syncs.forget(tps)
@@ -230,7 +286,7 @@ class TransactionalSink:
         if not q:
             return
         offset = q.popleft()
-        if err is None:
+        if err is None and self.syncs.due(tp, offset):
             self._done[tp].append((offset, msg.offset()))
 
     def write(self, msgs: List) -> None:
@@ -260,7 +316,7 @@ class TransactionalSink:
                 continue
             producer.poll(0)
             for up, down in self._done.pop(tp, ()):
-                self.syncs.record(tp, up, down)
+                self.syncs.write(tp, up, down)
             self._inflight.pop(tp, None)
             self._committed[tp] = next_offset
             self._dirty.add(tp)
@@ -269,6 +325,7 @@ class TransactionalSink:
     def _failed(self, tp: TP, producer: Producer, first: int, err) -> None:
         self._inflight.pop(tp, None)
         self._done.pop(tp, None)
+        self.syncs.forget([tp])
         if err.txn_requires_abort() or err.retriable():
             try:
                 producer.abort_transaction(TXN_TIMEOUT_S)

@@ -84,6 +84,7 @@ class FlowTask:
                                  self.syncs_topic, f["offset.lag.max"])
         base_producer = {"enable.idempotence": "true", "acks": "all", "linger.ms": "5",
                          "compression.type": "none", **f.client(f.target, "producer")}
+        alo_producer = {"enable.gapless.guarantee": "true", **base_producer}
         remote = self.topics.remote
         if f.exactly_once:
             reader = make_client(Consumer, {"group.id": f.group_id, "enable.auto.commit": "false",
@@ -95,7 +96,7 @@ class FlowTask:
                                         f"{f.target} producer"),
                 f.group_id, reader, remote, syncs, self.log)
         else:
-            self.sink = AtLeastOnceSink(make_client(Producer, base_producer, f"{f.target} producer"),
+            self.sink = AtLeastOnceSink(make_client(Producer, alo_producer, f"{f.target} producer"),
                                         remote, syncs, self.log)
         self.checkpointer = None
         if checkpoints and (f["emit.checkpoints.enabled"] or f["emit.heartbeats.enabled"]):
