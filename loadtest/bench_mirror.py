@@ -49,10 +49,18 @@ def end_total(admin: AdminClient, topic: str, partitions: int) -> int:
         return 0
 
 
-def measure(probe: AdminClient, topic: str, partitions: int, n: int, proc, timeout: float) -> float:
+def measure(bootstrap: str, topic: str, partitions: int, n: int, proc, timeout: float) -> float:
     """Records per second at which `topic` on B went from its first record to n."""
     first_t, first_n = None, 0
     deadline = time.monotonic() + timeout
+    # An AdminClient that asked for offsets of a topic before it existed keeps failing
+    # for it (librdkafka 2.16), so the probe is made once the topic is there.
+    while AdminClient({"bootstrap.servers": bootstrap}).list_topics(
+            timeout=10).topics.get(topic) is None:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"{topic} never appeared")
+        time.sleep(0.05)
+    probe = AdminClient({"bootstrap.servers": bootstrap})
     while time.monotonic() < deadline:
         got = end_total(probe, topic, partitions)
         now = time.monotonic()
@@ -148,7 +156,14 @@ def lag_run(src: str, dst: str, work: Path, args) -> dict:
     lags = []
     total = int(args.rate * args.seconds)
     try:
-        time.sleep(3)                                    # mirror joined its group
+        # Warm-up: one record per partition through the mirror, so the measured records
+        # find the mirror in its group and the consumer assigned.
+        for part in range(args.partitions):
+            p.produce(topic, value=b"w", partition=part)
+        p.flush(30)
+        warm, deadline = 0, time.monotonic() + 120
+        while warm < args.partitions and time.monotonic() < deadline:
+            warm += sum(1 for m in c.consume(100, timeout=0.1) if m.error() is None)
         start = time.monotonic()
         sent = 0
         while sent < total or len(lags) < total:
@@ -190,7 +205,6 @@ def main() -> int:
         topic = "bench-src"
         create_topic(src.bootstrap, topic, args.partitions)
         preload(src.bootstrap, topic, args.messages, args.size, args.partitions)
-        probe = AdminClient({"bootstrap.servers": dst.bootstrap})
         rates = {"mirror": [], "pipeline": []}
         for r in range(args.rounds):
             a, b = f"A{r}", f"B{r}"
@@ -198,7 +212,7 @@ def main() -> int:
                              topic, args.eos)
             proc = spawn(["-m", "mpbroker.cli.main", "mirror", "-c", str(cfg)], work / f"mirror-{r}.log")
             try:
-                rates["mirror"].append(measure(probe, f"{a}.{topic}", args.partitions,
+                rates["mirror"].append(measure(dst.bootstrap, f"{a}.{topic}", args.partitions,
                                                args.messages, proc, 600))
             finally:
                 stop(proc)
@@ -207,7 +221,7 @@ def main() -> int:
             proc = spawn(["-m", "loadtest.bench_mirror", "--pipeline", src.bootstrap, dst.bootstrap,
                           topic, remote, f"pipeline-{r}"], work / f"pipeline-{r}.log")
             try:
-                rates["pipeline"].append(measure(probe, remote, args.partitions, args.messages,
+                rates["pipeline"].append(measure(dst.bootstrap, remote, args.partitions, args.messages,
                                                  proc, 600))
             finally:
                 stop(proc)

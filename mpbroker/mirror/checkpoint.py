@@ -1,8 +1,8 @@
 """Checkpoints, group offset sync and heartbeats of one flow A->B (MM2's
 MirrorCheckpointConnector and MirrorHeartbeatConnector), driven by `tick(now)`.
 
-* Offset syncs are read from mm2-offset-syncs.<cluster>.internal (from the beginning,
-  without a group) into an `OffsetSyncStore`.
+* Offset syncs are read from the flow's offset-syncs topic (mm2-offset-syncs.B.internal
+  on A by default; from the beginning, without a group) into an `OffsetSyncStore`.
 * Every refresh.groups.interval.seconds: the source's consumer groups that match
   `groups` / `groups.exclude` (never the mirror's own `mm2-*` groups).
 * Every emit.checkpoints.interval.seconds: each group's committed source offsets on
@@ -48,8 +48,7 @@ class CheckpointEmitter:
         self.clock = clock
         self.store = OffsetSyncStore()
         p = flow.policy
-        self.syncs_topic = p.offset_syncs_topic(
-            flow.target if flow["offset-syncs.topic.location"] == "target" else flow.source)
+        self.syncs_topic = flow.offset_syncs_topic
         self.checkpoints_topic = p.checkpoints_topic(flow.source)
         self.heartbeats_topic = p.heartbeats_topic()
         self.groups: List[str] = []

@@ -144,6 +144,17 @@ class FlowConfig:
         return f"mm2-{self.name}"
 
     @property
+    def offset_syncs_cluster(self) -> str:
+        """Where the offset-syncs topic lives (offset-syncs.topic.location)."""
+        return self.source if self.settings["offset-syncs.topic.location"] == "source" else self.target
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        """Named after the OTHER cluster, as MM2 does: mm2-offset-syncs.B.internal on A."""
+        other = self.target if self.offset_syncs_cluster == self.source else self.source
+        return self.policy.offset_syncs_topic(other)
+
+    @property
     def exactly_once(self) -> bool:
         return self.settings["exactly.once.support"] == "enabled"
 

@@ -2,7 +2,7 @@
 INT16-length UTF-8 STRING, big-endian INT16/INT32/INT64), so Kafka's `RemoteClusterUtils`
 and MM2 itself can read what mpbroker writes, and the other way round.
 
-    offset sync  (mm2-offset-syncs.<cluster>.internal, one partition, compacted)
+    offset sync  (mm2-offset-syncs.<other cluster>.internal, one partition, compacted)
         key   topic STRING, partition INT32             (the SOURCE topic-partition)
         value upstreamOffset INT64, offset INT64
     checkpoint   (<source>.checkpoints.internal on the target, one partition, compacted)

@@ -69,7 +69,7 @@ def produce(producer: Producer, topic: str, kw: dict, on_delivery) -> None:
 
 
 class OffsetSyncWriter:
-    """Offset syncs of one flow to mm2-offset-syncs.<cluster>.internal (or nowhere)."""
+    """Offset syncs of one flow to its offset-syncs topic (or nowhere)."""
 
     def __init__(self, producer: Optional[Producer], topic: str, max_lag: int):
         self.producer = producer

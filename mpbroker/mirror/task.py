@@ -39,6 +39,9 @@ from mpbroker.mirror.sinks import AtLeastOnceSink, OffsetSyncWriter, Transaction
 from mpbroker.mirror.topics import TopicSync, partition_counts
 
 BATCH = 1000
+# consume() returns when BATCH records are there or after this long: short, so that a
+# trickle of records is not held back (the end-to-end lag), long enough not to spin.
+POLL_S = 0.05
 MAX_BACKOFF_S = 30.0
 
 
@@ -74,9 +77,8 @@ class FlowTask:
         self.source_admin = make_client(AdminClient, f.client(f.source, "admin"), f"{f.source} admin")
         self.target_admin = make_client(AdminClient, f.client(f.target, "admin"), f"{f.target} admin")
         self.topics = TopicSync(f, self.source_admin, self.target_admin, self.log)
-        syncs_cluster = f.target if f["offset-syncs.topic.location"] == "target" else f.source
-        self.syncs_cluster = syncs_cluster
-        self.syncs_topic = f.policy.offset_syncs_topic(syncs_cluster)
+        syncs_cluster = self.syncs_cluster = f.offset_syncs_cluster
+        self.syncs_topic = f.offset_syncs_topic
         self.aux = make_client(Producer, {"linger.ms": "20", "enable.idempotence": "true",
                                           **f.client(syncs_cluster, "producer")},
                                f"{syncs_cluster} producer")
@@ -238,7 +240,7 @@ class FlowTask:
         if not self.subscribed:
             self.stop.wait(0.2)
         else:
-            msgs = self.consumer.consume(BATCH, timeout=0.2)
+            msgs = self.consumer.consume(BATCH, timeout=POLL_S)
             good = []
             for m in msgs:
                 err = m.error()

@@ -25,6 +25,9 @@ def test_one_enabled_flow_with_mm2_defaults():
     assert isinstance(f.policy, DefaultReplicationPolicy)
     assert f.group_id == "mm2-A->B"
     assert c.warnings == []
+    assert (f.offset_syncs_cluster, f.offset_syncs_topic) == ("A", "mm2-offset-syncs.B.internal")
+    f = cfg(**{"offset-syncs.topic.location": "target"}).flows[0]
+    assert (f.offset_syncs_cluster, f.offset_syncs_topic) == ("B", "mm2-offset-syncs.A.internal")
 
 
 def test_flow_keys_beat_top_level_keys():
@@ -118,3 +121,15 @@ def test_from_file(tmp_path):
     assert f.replicates_topic("t2") and not f.replicates_topic("t3")
     with pytest.raises(MirrorConfigError, match="cannot read"):
         MirrorConfig.from_file(str(tmp_path / "missing"))
+
+
+def test_the_readme_example_parses_without_warnings(tmp_path):
+    from tests.integration.broker import REPO_ROOT
+    text = (REPO_ROOT / "README.md").read_text()
+    block = text[text.index("## Mirroring between clusters"):]
+    block = block[block.index("```properties") + len("```properties"):]
+    p = tmp_path / "mm2.properties"
+    p.write_text(block[:block.index("```")])
+    c = MirrorConfig.from_file(str(p))
+    assert [f.name for f in c.flows] == ["A->B", "B->A"] and c.warnings == []
+    assert c.flows[0].exactly_once and c.flows[0]["sync.group.offsets.enabled"]
