@@ -42,9 +42,9 @@ def run_workers(cfg: MirrorConfig, *, member: str, checkpoints: bool,
                 progress_interval_s: float) -> int:
     stop = threading.Event()
     notifier = Notifier.from_env()
-    _on_signals(lambda *_: stop.set())
     tasks = [FlowTask(f, stop, member=member, checkpoints=checkpoints,
                       progress_interval_s=progress_interval_s) for f in cfg.flows]
+    _on_signals(lambda *_: stop.set())
     failed: List[str] = []
 
     def body(task: FlowTask) -> None:

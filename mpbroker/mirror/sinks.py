@@ -2,17 +2,16 @@
 came from committed only once the records are safe (`task.FlowTask` owns both sinks).
 
 * `AtLeastOnceSink` (exactly.once.support=disabled, the default): one idempotent producer
-  (acks=all, enable.gapless.guarantee) per process and flow. Delivery reports are asked
-  for only for the last record of each partition in a batch and for records that carry
-  an offset sync (a Python callback per record would halve the throughput); with the
-  gapless guarantee a reported success means every earlier record of that partition
-  was written, so its offset + 1 becomes committable. The task commits committable
-  offsets to the flow's group on the SOURCE every offset.flush.interval.ms, on
-  revocation and on SIGTERM; a crash re-mirrors at most what was delivered since the
-  last commit. A failed delivery rewinds its partition to its last committable offset
-  (the task seeks the consumer), so nothing is skipped; reports of records produced
-  before the rewind are then ignored (epochs). A fatal producer error (the gapless
-  guarantee broken) stops the flow: the process exits 1 and restarts from the commits.
+  (acks=all, enable.gapless.guarantee) per process and flow. Every
+  offset.flush.interval.ms, on revocation and on SIGTERM the sink flushes the producer
+  (every record written is delivered) and then commits the written positions to the
+  flow's group on the SOURCE (Connect's offset flush). With the gapless guarantee a
+  record that cannot be delivered is a fatal producer error (error_cb), which stops the
+  flow before anything after it is committed: the process exits 1 and its restart, or
+  the group's next owner, re-reads from the last commit. So a crash re-mirrors at most
+  what was written since the last commit, and nothing is skipped. Delivery reports (a
+  Python callback per record would halve the throughput) are asked for only for the
+  records that carry an offset sync.
 
 * `TransactionalSink` (exactly.once.support=enabled, KIP-618's guarantee): one
   transactional producer per assigned source partition, transactional.id
@@ -39,7 +38,7 @@ from typing import Callable, Deque, Dict, Iterable, List, Optional, Tuple
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, Producer, TopicPartition
 
-from mpbroker.mirror.offset_sync import SyncPolicy
+from mpbroker.mirror.offset_sync import SyncPolicy  # the rule AtLeastOnceSink.write inlines
 from mpbroker.mirror.records import OffsetSync
 
 TP = Tuple[str, int]
@@ -112,46 +111,43 @@ class Counters:
 
 
 class AtLeastOnceSink:
-    def __init__(self, producer: Producer, remote: Callable[[str], str], syncs: OffsetSyncWriter,
-                 log: logging.Logger):
-        self.producer = producer
+    def __init__(self, make_producer: Callable[[Callable], Producer], remote: Callable[[str], str],
+                 syncs: OffsetSyncWriter, log: logging.Logger):
+        self.producer = make_producer(self.on_error)    # its error_cb
         self.remote = remote
         self.syncs = syncs
         self.log = log
         self.counters = Counters()
+        self.fatal = None                               # set by on_error (the producer's error_cb)
         self._source_of: Dict[str, str] = {}
-        self._inflight: Dict[TP, Deque[Tuple[int, int, bool]]] = defaultdict(deque)
-        self._epoch: Dict[TP, int] = defaultdict(int)
-        self._committable: Dict[TP, int] = {}
-        self._dirty: set = set()
-        self._rewind: Dict[TP, int] = {}
-        self._base: Dict[TP, int] = {}                  # first offset written since assignment
-        self.fatal = None
         self._remote_of: Dict[str, str] = {}
+        self._written: Dict[TP, int] = {}               # next source offset, per partition
+        self._committed: Dict[TP, int] = {}
+        self._sync_at: Dict[TP, List[int]] = {}         # tp -> [next sync offset, previous offset]
+        self._inflight: Dict[TP, Deque[int]] = defaultdict(deque)   # offsets awaiting a sync report
+
+    def on_error(self, err) -> None:
+        """The producer's error_cb: a fatal error means a record may be lost (the
+        gapless guarantee): nothing written since the last commit is committed."""
+        if err.fatal():
+            self.fatal = err
+        else:
+            self.log.info("producer: %s", err.str())
 
     def write(self, msgs: List) -> None:
-        # The hot loop. A delivery report (a Python callback) is asked for only where
-        # it is needed: the last record of each partition's run in the batch (it makes
-        # the run committable: with the idempotent producer's gapless guarantee, its
-        # success means every earlier record of the partition succeeded) and records
-        # where an offset sync is due (their target offset is the sync's).
-        n = len(msgs)
-        remote_of = self._remote_of
-        rewinding = self._rewind
+        # The hot loop: per record only what cannot be avoided. Delivery reports (a
+        # Python callback each) are asked for only where an offset sync is due
+        # (SyncPolicy's rule, inlined: first record, a gap, offset.lag.max records).
+        remote_of, written, sync_at = self._remote_of, self._written, self._sync_at
         produce_ = self.producer.produce
-        for i in range(n):
-            m = msgs[i]
+        max_lag = self.syncs.policy.max_lag if self.syncs.producer is not None else None
+        for m in msgs:
             topic, part, offset = m.topic(), m.partition(), m.offset()
             tp = (topic, part)
-            if rewinding and tp in rewinding:
-                continue
             remote = remote_of.get(topic)
             if remote is None:
                 remote = remote_of[topic] = self.remote(topic)
                 self._source_of[remote] = topic
-            nxt = msgs[i + 1] if i + 1 < n else None
-            last = nxt is None or nxt.partition() != part or nxt.topic() != topic
-            sync = self.syncs.due(tp, offset)
             kw = {"partition": part, "key": m.key(), "value": m.value()}
             headers = m.headers()
             if headers:
@@ -159,42 +155,30 @@ class AtLeastOnceSink:
             ts_type, ts = m.timestamp()
             if ts_type != TIMESTAMP_NOT_AVAILABLE:
                 kw["timestamp"] = ts
-            if last or sync:
-                kw["on_delivery"] = self._delivered
-                self._inflight[tp].append((offset, self._epoch[tp], sync))
-            if tp not in self._base:
-                self._base[tp] = offset
+            if max_lag is not None:
+                st = sync_at.get(tp)
+                if st is None or offset >= st[0] or offset != st[1] + 1:
+                    sync_at[tp] = st = [offset + max_lag, offset]
+                    kw["on_delivery"] = self._synced
+                    self._inflight[tp].append(offset)
+                st[1] = offset
             while True:
                 try:
                     produce_(remote, **kw)
                     break
                 except BufferError:
                     self.producer.poll(0.05)
+            written[tp] = offset + 1
         self.counters.add_batch(msgs)
         self.producer.poll(0)
 
-    def _delivered(self, err, msg) -> None:
+    def _synced(self, err, msg) -> None:
         tp = (self._source_of[msg.topic()], msg.partition())
         q = self._inflight.get(tp)
-        if not q:
-            return                                      # revoked meanwhile
-        offset, epoch, sync = q.popleft()
-        if epoch != self._epoch[tp]:
-            return
-        if err is not None:
-            if err.fatal():
-                self.fatal = err
-            # Everything after the last committable offset is written again.
-            back = self._committable.get(tp, self._base.get(tp, offset))
-            self.log.warning("delivery of %s-%d offset %d to %s failed: %s; re-reading from %d",
-                             tp[0], tp[1], offset, msg.topic(), err.str(), back)
-            self._rewind[tp] = back
-            self._epoch[tp] += 1
-            return
-        self._committable[tp] = offset + 1
-        self._dirty.add(tp)
-        if sync:
-            self.syncs.write(tp, offset, msg.offset())
+        if q:
+            offset = q.popleft()
+            if err is None:
+                self.syncs.write(tp, offset, msg.offset())
 
     def poll(self) -> None:
         self.producer.poll(0)
@@ -202,40 +186,39 @@ class AtLeastOnceSink:
             raise RuntimeError(f"fatal producer error: {self.fatal.str()}")
 
     def take_rewinds(self) -> Dict[TP, int]:
-        out, self._rewind = self._rewind, {}
-        return out
+        return {}                                       # failures are fatal: see module doc
 
     def commit(self, consumer, tps: Optional[Iterable[TP]] = None, sync: bool = False) -> None:
-        """Commit the committable source offsets (of `tps`, default all changed)."""
-        chosen = self._dirty if tps is None else self._dirty & set(tps)
-        offsets = [TopicPartition(t, p, self._committable[(t, p)]) for t, p in chosen]
-        self._dirty -= set(chosen)
-        if not offsets:
+        """Deliver everything written (flush), then commit the written positions (of
+        `tps`, default all) to the source group: Connect's offset flush."""
+        chosen = [tp for tp in (self._written if tps is None else tps)
+                  if tp in self._written and self._written[tp] != self._committed.get(tp)]
+        if not chosen:
             return
+        left = self.producer.flush(TXN_TIMEOUT_S)
+        self.poll()                                     # raises on a fatal error
+        if left:
+            self.log.warning("%d records not delivered yet; source offsets not committed", left)
+            return
+        offsets = [TopicPartition(t, p, self._written[(t, p)]) for t, p in chosen]
         try:
             consumer.commit(offsets=offsets, asynchronous=not sync)
+            for tp in chosen:
+                self._committed[tp] = self._written[tp]
         except KafkaException as e:
             self.log.warning("committing source offsets failed: %s", e.args[0].str())
 
     def revoke(self, consumer, tps: List[TP], commit: bool = True) -> None:
         """Partitions leave this process: deliver what is in flight, commit it, forget."""
-        self.producer.flush(TXN_TIMEOUT_S)
         if commit:
             self.commit(consumer, tps, sync=True)
         for tp in tps:
+            self._written.pop(tp, None)
+            self._committed.pop(tp, None)
+            self._sync_at.pop(tp, None)
             self._inflight.pop(tp, None)
-            self._committable.pop(tp, None)
-            self._rewind.pop(tp, None)
-            self._base.pop(tp, None)
-            self._dirty.discard(tp)
-            self._epoch[tp] += 1
-        self.syncs.forget(tps)
 
     def drain(self, consumer) -> None:
-        left = self.producer.flush(TXN_TIMEOUT_S)
-        if left:
-            self.log.warning("%d records not delivered at shutdown (re-mirrored at the next start)",
-                             left)
         self.commit(consumer, sync=True)
 
     def positions(self, tps: List[TP]) -> Dict[TP, int]:

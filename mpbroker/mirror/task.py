@@ -98,8 +98,10 @@ class FlowTask:
                                         f"{f.target} producer"),
                 f.group_id, reader, remote, syncs, self.log)
         else:
-            self.sink = AtLeastOnceSink(make_client(Producer, alo_producer, f"{f.target} producer"),
-                                        remote, syncs, self.log)
+            self.sink = AtLeastOnceSink(
+                lambda on_error: make_client(Producer, {**alo_producer, "error_cb": on_error},
+                                             f"{f.target} producer"),
+                remote, syncs, self.log)
         self.checkpointer = None
         if checkpoints and (f["emit.checkpoints.enabled"] or f["emit.heartbeats.enabled"]):
             tgt_producer = make_client(Producer, {"linger.ms": "20", **f.client(f.target, "producer")},
