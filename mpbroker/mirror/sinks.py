@@ -100,11 +100,6 @@ class Counters:
         self._n[topic] += n
         self.total += n
 
-    def add_batch(self, msgs: List) -> None:
-        for m in msgs:
-            self._n[m.topic()] += 1
-        self.total += len(msgs)
-
     def take(self) -> Dict[str, int]:
         out, self._n = dict(self._n), defaultdict(int)
         return out
@@ -141,9 +136,15 @@ class AtLeastOnceSink:
         remote_of, written, sync_at = self._remote_of, self._written, self._sync_at
         produce_ = self.producer.produce
         max_lag = self.syncs.policy.max_lag if self.syncs.producer is not None else None
+        run_topic, run = None, 0                        # records per topic, counted by runs
         for m in msgs:
             topic, part, offset = m.topic(), m.partition(), m.offset()
             tp = (topic, part)
+            if topic != run_topic:
+                if run:
+                    self.counters.add(run_topic, run)
+                run_topic, run = topic, 0
+            run += 1
             remote = remote_of.get(topic)
             if remote is None:
                 remote = remote_of[topic] = self.remote(topic)
@@ -169,7 +170,8 @@ class AtLeastOnceSink:
                 except BufferError:
                     self.producer.poll(0.05)
             written[tp] = offset + 1
-        self.counters.add_batch(msgs)
+        if run:
+            self.counters.add(run_topic, run)
         self.producer.poll(0)
 
     def _synced(self, err, msg) -> None:
