@@ -149,13 +149,7 @@ class AtLeastOnceSink:
             if remote is None:
                 remote = remote_of[topic] = self.remote(topic)
                 self._source_of[remote] = topic
-            kw = {"partition": part, "key": m.key(), "value": m.value()}
-            headers = m.headers()
-            if headers:
-                kw["headers"] = headers
-            ts_type, ts = m.timestamp()
-            if ts_type != TIMESTAMP_NOT_AVAILABLE:
-                kw["timestamp"] = ts
+            kw = record_kwargs(m)
             if max_lag is not None:
                 st = sync_at.get(tp)
                 if st is None or offset >= st[0] or offset != st[1] + 1:

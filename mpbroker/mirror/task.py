@@ -6,8 +6,9 @@ the replicated topics (explicit names, refreshed every refresh.topics.interval.s
 Every process and --workers child that runs the flow joins that group, so the group
 protocol of the source cluster assigns the partitions, rebalances them when a member
 joins or leaves and hands a dead member's partitions to the others. The assignor is an
-eager one (roundrobin unless A.consumer.partition.assignment.strategy says otherwise)
-because partitions are revoked and committed as a whole before they move.
+eager one (roundrobin; A.consumer.partition.assignment.strategy may change it, except
+with exactly-once, where the on_assign callback must see the whole assignment to fence
+and position it) because partitions are revoked and committed as a whole before they move.
 
 Loop (one thread, `run()` until `stop` is set):
 
@@ -72,7 +73,7 @@ class FlowTask:
                         "client.id": f"{member}-{f.name}",
                         **f.client(f.source, "consumer")}
         if f.exactly_once:
-            src_consumer["partition.assignment.strategy"] = "roundrobin"   # eager: see docstring
+            src_consumer["partition.assignment.strategy"] = "roundrobin"   # forced: see docstring
         self.consumer = make_client(Consumer, src_consumer, f"{f.source} consumer")
         self.source_admin = make_client(AdminClient, f.client(f.source, "admin"), f"{f.source} admin")
         self.target_admin = make_client(AdminClient, f.client(f.target, "admin"), f"{f.target} admin")

@@ -16,28 +16,25 @@ UNIT = REPO_ROOT / "conf" / "mpbroker-mirror.service"
 EXAMPLE = REPO_ROOT / "conf" / "mm2.properties"
 
 
-def unit_here(tmp_path):
+def analyze(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`systemd-analyze ARGS <the unit, ExecStart pointing at this interpreter>`."""
+    need("systemd-analyze", "systemd")
     text = UNIT.read_text()
-    exe = re.search(r"^ExecStart=(\S+)", text, re.M).group(1)
-    unit = tmp_path / "mpbroker-mirror.service"
-    unit.write_text(text.replace(exe, sys.executable))
-    return unit
+    unit = tmp_path / UNIT.name
+    unit.write_text(text.replace(re.search(r"^ExecStart=(\S+)", text, re.M).group(1), sys.executable))
+    return subprocess.run(["systemd-analyze", *args, str(unit)], capture_output=True, text=True,
+                          timeout=60)
 
 
 def test_unit_verifies(tmp_path):
-    need("systemd-analyze", "systemd")
-    proc = subprocess.run(["systemd-analyze", "verify", str(unit_here(tmp_path))],
-                          capture_output=True, text=True, timeout=60)
+    proc = analyze(tmp_path, "verify")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_security_exposure_is_below_3(tmp_path):
-    need("systemd-analyze", "systemd")
-    proc = subprocess.run(["systemd-analyze", "security", "--offline=true", str(unit_here(tmp_path))],
-                          capture_output=True, text=True, timeout=60)
-    m = re.search(r"Overall exposure level for mpbroker-mirror\.service: (\d+\.\d+)", proc.stdout)
-    assert m, proc.stdout + proc.stderr
-    assert float(m.group(1)) < 3.0, proc.stdout
+    out = analyze(tmp_path, "security", "--offline=true").stdout
+    level = re.search(r"Overall exposure level for mpbroker-mirror\.service: (\d+\.\d+)", out)
+    assert level and float(level.group(1)) < 3.0, out
 
 
 def test_unit_runs_the_mirror_with_the_example_config_and_notifies():
