@@ -1,0 +1,30 @@
+"""loadtest/bench_mirror: a tiny run (1 round, 3,000 records, two real brokers) prints
+every figure it promises: a round of both pipelines, the medians and their ratio, and
+the end-to-end lag percentiles."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_module
+
+require_module("confluent_kafka")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+
+def test_tiny_bench_mirror():
+    cmd = [sys.executable, "-m", "loadtest.bench_mirror", "--rounds", "1", "--messages", "3000",
+           "--partitions", "2", "--rate", "200", "--seconds", "1"]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
+    out = proc.stdout
+    assert proc.returncode == 0, f"{out[-4000:]}\n{proc.stderr[-4000:]}"
+    assert re.search(r"^round 1: mirror [\d,]+ rec/s, pipeline [\d,]+ rec/s$", out, re.M), out
+    assert re.search(r"ratio mirror/pipeline \d+\.\d\d", out), out
+    assert re.search(r"end-to-end lag at 200 rec/s for 1 s \(200 records\): p50 \d+ ms, "
+                     r"p99 \d+ ms, max \d+ ms", out), out
