@@ -1,7 +1,7 @@
 """`mpbroker mirror`: MirrorMaker 2 (dedicated mode) between Kafka-compatible clusters.
 
     mpbroker mirror -c mm2.properties [--clusters B,C] [--workers N] [--name NAME]
-                    [--progress-interval S]
+                    [--progress-interval S] [--metrics-listener http://HOST:PORT]
     mpbroker mirror -c mm2.properties --status [--json]
 
 Runs every enabled flow of the file whose target is in --clusters (default: all), as
@@ -31,6 +31,8 @@ def register(sub) -> None:
                    help="this process's name in client ids (default: the host name)")
     p.add_argument("--progress-interval", type=float, default=30.0,
                    help="seconds between the per-topic progress and lag log lines")
+    p.add_argument("--metrics-listener", default=None, metavar="http://HOST:PORT",
+                   help="serve Prometheus metrics there (--workers N: worker i on PORT+i)")
     p.add_argument("--status", action="store_true",
                    help="print each flow's group state and lag per topic, and exit")
     p.add_argument("--json", action="store_true", help="--status: print JSON")
@@ -47,6 +49,14 @@ def cmd_mirror(args) -> int:
         print("mpbroker mirror: --workers must be at least 1", file=sys.stderr)
         return 2
     targets = [c.strip() for c in args.clusters.split(",") if c.strip()]
+    metrics = None
+    if args.metrics_listener:
+        from mpbroker.config import parse_http_listener
+        try:
+            metrics = parse_http_listener(args.metrics_listener)
+        except ValueError as e:
+            print(f"mpbroker mirror: --metrics-listener {args.metrics_listener}: {e}", file=sys.stderr)
+            return 2
     try:
         cfg = MirrorConfig.from_file(args.config, targets)
     except MirrorConfigError as e:
@@ -65,11 +75,11 @@ def cmd_mirror(args) -> int:
                 str(args.progress_interval), "--log-level", args.log_level]
         if targets:
             argv += ["--clusters", ",".join(targets)]
-        return runner.run_parent(runner.child_command(argv), args.workers)
+        return runner.run_parent(runner.child_command(argv), args.workers, metrics)
     member = args.name if args.worker_index is None else f"{args.name}-{args.worker_index}"
     try:
         return runner.run_workers(cfg, member=member, checkpoints=args.worker_index in (None, 0),
-                                  progress_interval_s=args.progress_interval)
+                                  progress_interval_s=args.progress_interval, metrics=metrics)
     except MirrorConfigError as e:
         print(f"mpbroker mirror: {e}", file=sys.stderr)
         return 2

@@ -11,6 +11,8 @@
   group protocol spreads the partitions over the N x processes. The parent only
   supervises: READY=1 once started, SIGTERM forwarded to every child, a child that
   exits unexpectedly restarted after a backoff (exit 2, a bad config, stops all).
+* `--metrics-listener http://HOST:PORT`: Prometheus metrics (`metrics.py`), worker i of
+  --workers N on PORT + i.
 
 Only worker 0 of a process (or the process itself) emits checkpoints and heartbeats.
 """
@@ -23,9 +25,10 @@ import subprocess
 import sys
 import threading
 import time
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from mpbroker.mirror.config import MirrorConfig
+from mpbroker.mirror.metrics import serve as serve_metrics
 from mpbroker.mirror.task import FlowTask
 from mpbroker.sdnotify import ENV_SOCKET, Notifier
 
@@ -39,11 +42,19 @@ def _on_signals(handler) -> None:
 
 
 def run_workers(cfg: MirrorConfig, *, member: str, checkpoints: bool,
-                progress_interval_s: float) -> int:
+                progress_interval_s: float, metrics: Optional[Tuple[str, int]] = None) -> int:
     stop = threading.Event()
     notifier = Notifier.from_env()
     tasks = [FlowTask(f, stop, member=member, checkpoints=checkpoints,
                       progress_interval_s=progress_interval_s) for f in cfg.flows]
+    httpd = None
+    if metrics is not None:
+        try:
+            httpd = serve_metrics(tasks, *metrics)
+        except OSError as e:
+            print(f"mpbroker mirror: cannot serve metrics on {metrics[0]}:{metrics[1]}: {e}",
+                  file=sys.stderr)
+            return 2
     _on_signals(lambda *_: stop.set())
     failed: List[str] = []
 
@@ -69,12 +80,16 @@ def run_workers(cfg: MirrorConfig, *, member: str, checkpoints: bool,
         log.info("stopping: draining and committing")
     for t in threads:
         t.join(STOP_TIMEOUT_S)
+    if httpd is not None:
+        httpd.shutdown()
     log.info("stopped")
     return 1 if failed else 0
 
 
-def run_parent(child_argv: List[str], workers: int) -> int:
-    """Supervise `workers` children `child_argv + ["--worker-index", i]`."""
+def run_parent(child_argv: List[str], workers: int,
+               metrics: Optional[Tuple[str, int]] = None) -> int:
+    """Supervise `workers` children `child_argv + ["--worker-index", i]` (and, with
+    `metrics`, `--metrics-listener http://HOST:PORT+i`)."""
     notifier = Notifier.from_env()
     env = {k: v for k, v in os.environ.items() if k != ENV_SOCKET}
     stopping = threading.Event()
@@ -84,7 +99,9 @@ def run_parent(child_argv: List[str], workers: int) -> int:
     backoff = [1.0] * workers
 
     def start(i: int) -> None:
-        children[i] = subprocess.Popen(child_argv + ["--worker-index", str(i)], env=env)
+        extra = [] if metrics is None else \
+            ["--metrics-listener", f"http://{metrics[0]}:{metrics[1] + i if metrics[1] else 0}"]
+        children[i] = subprocess.Popen(child_argv + ["--worker-index", str(i)] + extra, env=env)
 
     for i in range(workers):
         start(i)

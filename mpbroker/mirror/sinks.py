@@ -90,14 +90,17 @@ class OffsetSyncWriter:
 
 
 class Counters:
-    """Records mirrored per source topic since the last take()."""
+    """Records mirrored per source topic: since the last take() (the progress log) and
+    since the start (`totals`, the metrics' counters)."""
 
     def __init__(self):
         self._n: Dict[str, int] = defaultdict(int)
+        self.totals: Dict[str, int] = defaultdict(int)
         self.total = 0
 
     def add(self, topic: str, n: int = 1) -> None:
         self._n[topic] += n
+        self.totals[topic] += n
         self.total += n
 
     def take(self) -> Dict[str, int]:

@@ -124,6 +124,8 @@ class FlowTask:
         self._next_commit = 0.0
         self._next_progress = time.monotonic() + progress_interval_s
         self._internal_ok = False
+        self._next_lag = 0.0
+        self.lag: Dict[str, int] = {}                   # source topic -> records behind
 
     # ---------------------------------------------------------------- group callbacks
     def _on_assign(self, consumer, tps: List[TopicPartition]) -> None:
@@ -209,9 +211,9 @@ class FlowTask:
              p.checkpoints_topic(f.source): (1, f["checkpoints.topic.replication.factor"], True)},
             self.target_admin, f.target) and ok
 
-    def progress(self) -> Dict[str, dict]:
-        """{source topic: {"mirrored": since last call, "lag": records}}, logged."""
-        counts = self.sink.counters.take()
+    def measure_lag(self) -> Dict[str, int]:
+        """Lag per source topic over the assigned partitions (high watermark - position,
+        from the fetch responses: no request); kept in `self.lag` for the metrics."""
         lag: Dict[str, int] = {}
         try:
             positions = self.consumer.position(self.assigned) if self.assigned else []
@@ -221,6 +223,13 @@ class FlowTask:
             _, high = self.consumer.get_watermark_offsets(tp, cached=True)
             if high is not None and high >= 0 and tp.offset >= 0:
                 lag[tp.topic] = lag.get(tp.topic, 0) + max(0, high - tp.offset)
+        self.lag = lag
+        return lag
+
+    def progress(self) -> Dict[str, dict]:
+        """{source topic: {"mirrored": since last call, "lag": records}}, logged."""
+        counts = self.sink.counters.take()
+        lag = self.measure_lag()
         out = {t: {"mirrored": counts.get(t, 0), "lag": lag.get(t, 0)}
                for t in sorted(set(counts) | set(lag))}
         for t, v in out.items():
@@ -270,6 +279,10 @@ class FlowTask:
         if now >= self._next_progress:
             self.progress()
             self._next_progress = now + self.progress_interval_s
+        elif now >= self._next_lag:
+            self.measure_lag()
+        if now >= self._next_lag:
+            self._next_lag = now + 1.0
 
     def close(self) -> None:
         try:

@@ -9,12 +9,13 @@ condition with a deadline.
 """
 from __future__ import annotations
 
-import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -169,7 +170,8 @@ def test_records_are_mirrored_with_keys_headers_timestamps_and_configs(clusters,
         if i % 1000 == 999:
             p.poll(0)
     flush(p)
-    m = mirrors(a.bootstrap, b.bootstrap, {"A->B.topics": f"{topic}"})
+    m = mirrors(a.bootstrap, b.bootstrap, {"A->B.topics": f"{topic}"},
+                "--metrics-listener", "http://127.0.0.1:0")
     remote = f"A.{topic}"
     wait_for_topic(b.bootstrap, remote, 6, timeout=WAIT_S)
     got = read_all(b.bootstrap, remote, 6, 10_000)
@@ -185,6 +187,12 @@ def test_records_are_mirrored_with_keys_headers_timestamps_and_configs(clusters,
     entries = list(cfg.values())[0].result(30)
     assert entries["retention.ms"].value == "987654321"
     m.wait_log(f"progress {topic} -> {remote}: ")
+    url = re.search(r"metrics served at (http://\S+/metrics)", m.log()).group(1)
+    line = f'mpbroker_mirror_records_total{{flow="A->B",remote_topic="{remote}",topic="{topic}"}} 10000.0'
+    wait_until(lambda: line in urllib.request.urlopen(url, timeout=10).read().decode(), WAIT_S,
+               f"{line} at {url}")
+    metrics = urllib.request.urlopen(url, timeout=10).read().decode()
+    assert 'mpbroker_mirror_assigned_partitions{flow="A->B"} 6.0' in metrics
     status = wait_until(lambda: (lambda r: r if f"{topic} -> {remote}: 6 partitions, end 10000, lag 0"
                                  in r.stdout.decode() else None)(
         run_cli("mirror", "-c", m.config, "--status", timeout=60)), WAIT_S, "--status with lag 0")

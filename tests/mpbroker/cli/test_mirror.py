@@ -31,6 +31,8 @@ def test_missing_file_and_bad_arguments_exit_2(tmp_path, capsys):
     assert main(["mirror", "-c", str(p), "--workers", "0"]) == 2
     assert main(["mirror", "-c", str(p), "--clusters", "C"]) == 2
     assert "--clusters" in capsys.readouterr().err
+    assert main(["mirror", "-c", str(p), "--metrics-listener", "127.0.0.1"]) == 2
+    assert "--metrics-listener" in capsys.readouterr().err
 
 
 def test_a_librdkafka_setting_it_rejects_is_a_config_error(tmp_path, capsys):
