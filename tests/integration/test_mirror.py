@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import ConfigResource, NewPartitions
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
 from mpbroker.mirror.records import Checkpoint
 from mpbroker.testing import kill_and_wait, spawn
@@ -35,6 +35,7 @@ FAST = {
     "heartbeats.topic.replication.factor": 1, "checkpoints.topic.replication.factor": 1,
     "refresh.topics.interval.seconds": 1, "refresh.groups.interval.seconds": 1,
     "emit.checkpoints.interval.seconds": 1, "offset.flush.interval.ms": 500,
+    "sync.topic.configs.interval.seconds": 1,
     "A.consumer.session.timeout.ms": 6000, "A.consumer.heartbeat.interval.ms": 500,
     "B.consumer.session.timeout.ms": 6000, "B.consumer.heartbeat.interval.ms": 500,
 }
@@ -201,7 +202,7 @@ def test_records_are_mirrored_with_keys_headers_timestamps_and_configs(clusters,
     assert "draining" in m.log()
 
 
-def test_partition_added_at_source_appears_at_target(clusters, mirrors):
+def test_partitions_and_configs_added_at_source_appear_at_target(clusters, mirrors):
     a, b = clusters
     topic = create_topic(a.bootstrap, f"{prefix()}-grow", 2)
     mirrors(a.bootstrap, b.bootstrap, {"A->B.topics": topic})
@@ -216,6 +217,17 @@ def test_partition_added_at_source_appears_at_target(clusters, mirrors):
     wait_for_topic(b.bootstrap, remote, 4, timeout=WAIT_S)
     got = wait_until(lambda: read_all(b.bootstrap, remote, 4, 1), WAIT_S, "the record at B")
     assert got[0].partition() == 3 and got[0].value() == b"in-new-partition"
+    # A topic config set at the source later is synced too.
+    aa.incremental_alter_configs([ConfigResource(
+        ConfigResource.Type.TOPIC, topic, incremental_configs=[ConfigEntry(
+            "retention.ms", "123456789", incremental_operation=AlterConfigOpType.SET)])])[
+        ConfigResource(ConfigResource.Type.TOPIC, topic)].result(30)
+    ab = admin(b.bootstrap)
+
+    def retention():
+        res = ConfigResource(ConfigResource.Type.TOPIC, remote)
+        return ab.describe_configs([res])[res].result(30)["retention.ms"].value == "123456789"
+    wait_until(retention, WAIT_S, "retention.ms synced to B")
 
 
 def test_group_offsets_are_translated_and_synced_to_the_target(clusters, mirrors):
