@@ -6,22 +6,19 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_module
+from tests.integration.broker import REPO_ROOT, cli_env
 
-require_module("confluent_kafka")
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
+TINY = ["--rounds", "1", "--messages", "3000", "--partitions", "2", "--rate", "200", "--seconds", "1"]
 
 
+@pytest.mark.timeout(300)
 def test_tiny_bench_mirror():
-    cmd = [sys.executable, "-m", "loadtest.bench_mirror", "--rounds", "1", "--messages", "3000",
-           "--partitions", "2", "--rate", "200", "--seconds", "1"]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run([sys.executable, "-m", "loadtest.bench_mirror", *TINY], cwd=REPO_ROOT,
+                          env=cli_env(), capture_output=True, text=True, timeout=240)
     out = proc.stdout
     assert proc.returncode == 0, f"{out[-4000:]}\n{proc.stderr[-4000:]}"
     assert re.search(r"^round 1: mirror [\d,]+ rec/s, pipeline [\d,]+ rec/s$", out, re.M), out
