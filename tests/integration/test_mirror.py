@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -414,3 +415,22 @@ def test_bad_input_is_reported_and_retried(clusters, mirrors, tmp_path):
     r = run_cli("mirror", "-c", bad)
     assert r.returncode == 2 and r.stderr.decode().strip().count("\n") == 0
     assert "B.bootstrap.servers" in r.stderr.decode()
+
+
+def test_runs_as_a_systemd_service(clusters, mirrors, monkeypatch):
+    """READY=1 once the flows run, STOPPING=1 on SIGTERM, then exit 0 after draining."""
+    a, b = clusters
+    name = f"mpbroker-mirror-test-{uuid.uuid4().hex}"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(b"\0" + name.encode())
+    sock.settimeout(WAIT_S)
+    monkeypatch.setenv("NOTIFY_SOCKET", "@" + name)
+    try:
+        m = mirrors(a.bootstrap, b.bootstrap, {"A->B.topics": create_topic(a.bootstrap, f"{prefix()}-svc", 1)})
+        assert b"READY=1" in sock.recv(4096).split(b"\n")
+        m.wait_log("assigned 1 partitions")
+        m.proc.send_signal(signal.SIGTERM)
+        assert b"STOPPING=1" in sock.recv(4096).split(b"\n")
+        assert m.proc.wait(60) == 0
+    finally:
+        sock.close()

@@ -15,7 +15,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 TINY = ["--rounds", "1", "--messages", "3000", "--partitions", "2", "--rate", "200", "--seconds", "1"]
 
 
-@pytest.mark.timeout(300)
 def test_tiny_bench_mirror():
     proc = subprocess.run([sys.executable, "-m", "loadtest.bench_mirror", *TINY], cwd=REPO_ROOT,
                           env=cli_env(), capture_output=True, text=True, timeout=240)
