@@ -277,6 +277,10 @@ class TransactionalSink:
             tp = (m.topic(), m.partition())
             if tp not in self._rewind:
                 by_tp[tp].append(m)
+        # Two passes: every partition's transaction is begun and filled first, so its
+        # records are on the wire while earlier partitions commit (each commit waits
+        # for its own records, then EndTxn).
+        open_txns = []
         for tp, batch in by_tp.items():
             producer = self.producers.get(tp)
             if producer is None:
@@ -288,7 +292,13 @@ class TransactionalSink:
                 for m in batch:
                     produce(producer, remote, record_kwargs(m), self._delivered)
                     self._inflight[tp].append(m.offset())
-                next_offset = batch[-1].offset() + 1
+            except KafkaException as e:
+                self._failed(tp, producer, batch[0].offset(), e.args[0])
+                continue
+            open_txns.append((tp, producer, remote, batch))
+        for tp, producer, remote, batch in open_txns:
+            next_offset = batch[-1].offset() + 1
+            try:
                 producer.send_offsets_to_transaction(
                     [TopicPartition(remote, tp[1], next_offset)], self.group_metadata,
                     TXN_TIMEOUT_S)
