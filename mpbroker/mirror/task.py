@@ -117,7 +117,6 @@ class FlowTask:
         self.source_counts: Dict[str, int] = {}
         self.assigned: List[TopicPartition] = []
         self.held: Set[tuple] = set()
-        self.ready = threading.Event()                  # the first refresh succeeded
         self._backoff = 1.0
         self._next_refresh = 0.0
         self._next_configs = 0.0
@@ -198,7 +197,6 @@ class FlowTask:
             if ready:
                 self.consumer.resume([TopicPartition(t, p) for t, p in ready])
                 self.held -= ready
-        self.ready.set()
 
     def _ensure_internal(self) -> bool:
         f, p = self.flow, self.flow.policy
