@@ -174,8 +174,11 @@ class FlowTask:
         except KafkaException as e:
             self.log.warning("%s or %s unreachable (%s); retrying in %.0f s", f.source, f.target,
                              e.args[0].str(), self._backoff)
-            self._next_refresh = now + self._backoff
-            self._backoff = min(MAX_BACKOFF_S, self._backoff * 2)
+            self._retry_refresh(now)
+            return
+        except Exception:                               # noqa: BLE001 - a surprise must not stop the flow
+            self.log.exception("topic refresh failed; retrying in %.0f s", self._backoff)
+            self._retry_refresh(now)
             return
         self._backoff = 1.0
         interval = f["refresh.topics.interval.seconds"] if f["refresh.topics.enabled"] else 1e9
@@ -197,6 +200,10 @@ class FlowTask:
             if ready:
                 self.consumer.resume([TopicPartition(t, p) for t, p in ready])
                 self.held -= ready
+
+    def _retry_refresh(self, now: float) -> None:
+        self._next_refresh = now + self._backoff
+        self._backoff = min(MAX_BACKOFF_S, self._backoff * 2)
 
     def _ensure_internal(self) -> bool:
         f, p = self.flow, self.flow.policy

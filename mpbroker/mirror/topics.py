@@ -134,6 +134,8 @@ class TopicSync:
 
     def _alter_configs(self, topics: List[str]) -> None:
         wanted = self._source_configs(topics)
+        if not wanted:
+            return
         current = {}
         futs = self.target.describe_configs(
             [ConfigResource(ConfigResource.Type.TOPIC, self.remote(t)) for t in wanted],

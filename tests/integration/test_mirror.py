@@ -65,8 +65,11 @@ class Mirror:
         return self.log_path.read_text(errors="replace")
 
     def wait_log(self, text: str, count: int = 1) -> None:
-        wait_until(lambda: self.log().count(text) >= count, WAIT_S,
-                   f"{text!r} x{count} in the mirror log:\n{self.log()[-3000:]}")
+        try:
+            wait_until(lambda: self.log().count(text) >= count, WAIT_S,
+                       f"{text!r} x{count} in the mirror log")
+        except AssertionError as e:
+            raise AssertionError(f"{e}:\n{self.log()[-4000:]}") from None
 
     def stop(self) -> int:
         if self.proc.poll() is None:
