@@ -5,6 +5,7 @@
     mpbroker placement show|move|balance|history -c conf/server.properties [--json] ...
     mpbroker topics|groups|configs|offsets|log-dirs|produce|consume|cluster ...
                                              (admin CLI over the wire: mpbroker/cli/admin.py)
+    mpbroker mirror -c mm2.properties [--workers N] [--status]   (MirrorMaker 2: mpbroker/cli/mirror.py)
 
 `serve` runs the supervisor (`mpbroker.supervisor`), which forks the controller (the
 embedded metadata store, no ZooKeeper: `<log.dirs[0]>/__mpbroker_metadata/`) and the
@@ -304,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_placement)
     from mpbroker.cli.admin import register_all      # topics, groups, configs, ... (admin CLI)
     register_all(sub)
+    from mpbroker.cli import mirror                  # mpbroker mirror (mpbroker/mirror/)
+    mirror.register(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 
