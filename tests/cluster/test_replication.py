@@ -81,6 +81,26 @@ def replica_logs(c, topic, partition) -> dict:
     return out
 
 
+async def _log_sizes(b, topic: str, partitions: int) -> dict:
+    """{partition: the bytes of its log} on broker b (DescribeLogDirs asked of it)."""
+    conn = await KafkaConnection.connect(b.host, b.port, timeout_ms=15000)
+    try:
+        resp = await conn.request(K.DESCRIBE_LOG_DIRS, 1, {"topics": [
+            {"topic": topic, "partitions": list(range(partitions))}]})
+    finally:
+        await conn.close()
+    return {p["partition_index"]: p["partition_size"] for r in resp["results"]
+            for t in r["topics"] if t["name"] == topic for p in t["partitions"]}
+
+
+def replicas_in_sync(c, topic, partitions) -> bool:
+    """Every broker holds every partition with a log as long as every other's: the
+    followers have fetched all the leader has (the condition `replica_logs` then checks
+    byte for byte)."""
+    sizes = [asyncio.run(_log_sizes(b, topic, partitions)) for b in c.brokers.values()]
+    return all(len({s.get(p) for s in sizes}) == 1 and sizes[0].get(p) for p in range(partitions))
+
+
 def values_of(raw: bytes) -> list:
     return [r.value for b in iter_batches(memoryview(raw)) if not b.is_control
             for r in b.records()]
@@ -126,7 +146,7 @@ class ProducerThread(threading.Thread):
             seq += 1
             self.sent = seq
             self.p.poll(0)
-            time.sleep(0.005)
+            time.sleep(0.005)           # the load's pace (not a wait for anything)
         self.p.flush(90)
 
     def acked_count(self):
@@ -183,7 +203,7 @@ def test_acks_all_replicates_to_every_broker(cluster):
     assert got[0] == [b"v%d" % i for i in range(0, 300, 2)]
     assert got[1] == [b"v%d" % i for i in range(1, 300, 2)]
     c.wait_for(lambda: full_isr(c, "rep", 2), 20, "full ISR")
-    time.sleep(1.5)                # followers fetch the last HW
+    c.wait_for(lambda: replicas_in_sync(c, "rep", 2), 20, "the followers' logs as long as the leader's")
     for i in list(c.brokers):
         c.stop(i)
     for p in range(2):
@@ -246,7 +266,8 @@ def test_acknowledged_messages_survive_kill_bounce_controller_kill_and_isolation
         pt.join(120)
         try:
             c.wait_for(lambda: ct.has_all(pt.acked), 90, "the live consumer to see every ack")
-            time.sleep(1)                # duplicates, if any, show up too
+            # the scenario: a window after the last ack in which duplicates, if any, show up
+            time.sleep(1)
         finally:
             ct.stop.set()
             ct.join(30)
@@ -268,7 +289,8 @@ def test_acknowledged_messages_survive_kill_bounce_controller_kill_and_isolation
         assert not missing, f"{len(missing)} acknowledged messages lost in {p}: {sorted(missing)[:5]}"
     # replicas are identical once everything settled
     c.wait_for(lambda: full_isr(c, "chaos", parts), 60, "full ISR at the end")
-    time.sleep(2)
+    c.wait_for(lambda: replicas_in_sync(c, "chaos", parts), 30,
+               "the followers' logs as long as the leader's")
     for i in list(c.brokers):
         c.stop(i)
     for p in range(parts):

@@ -51,7 +51,7 @@ class SkewedLoad:
                           partition=part, on_delivery=cb)
                 self.sent += 1
             p.poll(0)
-            time.sleep(0.002)
+            time.sleep(0.002)           # the load's pace (not a wait for anything)
         if p.flush(60):
             self.errors.append(("produce", "not flushed"))
 

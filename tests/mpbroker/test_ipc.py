@@ -145,7 +145,7 @@ def test_truncated_frame_then_eof_closes_the_link():
         chunks, _ = encode({"i": 1}, [b"z" * 200000])
         data = b"".join(bytes(c) for c in chunks)
         a.sendall(data[:100000])                  # a large frame, cut short
-        await asyncio.sleep(0.05)
+        await _until(lambda: lb.bytes_received == 100000)     # all of it read: still open
         assert not closed and not got
         a.close()
         await _until(lambda: closed)

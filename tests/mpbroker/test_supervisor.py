@@ -175,12 +175,23 @@ class NotifyListener:
                 data = self.sock.recv(4096)
             except socket.timeout:
                 continue
-            self.got.append((time.monotonic(), dict(
-                line.split("=", 1) for line in data.decode().split("\n"))))
+            self._add(data)
+
+    def _add(self, data: bytes) -> None:
+        self.got.append((time.monotonic(), dict(
+            line.split("=", 1) for line in data.decode().split("\n"))))
 
     def close(self):
+        """Stop the thread, then read what was sent and not read yet (a datagram is in
+        the socket's queue once its sendto returned)."""
         self.done.set()
         self.t.join(2)
+        self.sock.setblocking(False)
+        while True:
+            try:
+                self._add(self.sock.recv(4096))
+            except BlockingIOError:
+                break
         self.sock.close()
 
 
@@ -231,9 +242,8 @@ def test_sigterm_says_stopping_first_and_feeds_the_watchdog_while_stopping(tmp_p
                         sdnotify.socket_address(listener.name))
     try:
         assert run_supervisor(s) == 0
-        time.sleep(0.2)     # the listener's thread reads the last datagrams, sent before the return
     finally:
-        listener.close()
+        listener.close()        # it reads the last datagrams, sent before the return
     msgs = listener.got
     keys = [m for _, m in msgs]
     ready = next(i for i, m in enumerate(keys) if m.get("READY") == "1")

@@ -170,9 +170,17 @@ class Reassignments:
 
     async def list_partition_reassignments(self, partitions):
         """-> (error_code, message, [(topic, p, replicas, adding, removing)]) of the ongoing ones."""
+        ctl = self.controllership
+        # After the controller's change in flight, as Kafka's controller answers from its
+        # event queue: a reassignment that ZooKeeper shows complete (its znode written,
+        # the commit's answer not yet back in this loop) is not listed any more.
+        async with ctl.lock:
+            if not ctl.active:
+                return ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE, []
+            return ErrorCode.NONE, None, self._ongoing(partitions)
+
+    def _ongoing(self, partitions) -> list:
         cache = self.cache
-        if not self.controllership.active:
-            return ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE, []
         out = []
         keys = partitions if partitions is not None else [
             (t, p) for t, ta in sorted(cache.topics.items()) for p in sorted(ta.partitions)]
@@ -184,4 +192,4 @@ class Reassignments:
             adding, removing = (ta.adding or {}).get(p, ()), (ta.removing or {}).get(p, ())
             if adding or removing:
                 out.append((t, p, list(rs), list(adding), list(removing)))
-        return ErrorCode.NONE, None, out
+        return out
