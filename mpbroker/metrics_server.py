@@ -247,9 +247,7 @@ def _le(bound: float) -> str:
 def controller_view(ctl) -> dict:
     """The controller process's own figures (KafkaController's gauges)."""
     md = ctl.metadata()
-    active = getattr(ctl, "active", None)
-    if active is None:           # the embedded controller is always the active one
-        active = md is not None
+    active = ctl.active and md is not None
     offline = 0
     if active and md is not None:
         offline = sum(1 for t in md.topics.values() for p in t.partitions.values()

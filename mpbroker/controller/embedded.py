@@ -45,6 +45,8 @@ YIELD_EVERY = 256        # topics created between two yields to the event loop (
 
 
 class EmbeddedController:
+    active = True       # the one controller of its single-broker cluster (KafkaController's gauge)
+
     def __init__(self, cfg: configmod.BrokerConfig):
         self.cfg = cfg
         self.log_dir = cfg.log_dirs[0]

@@ -110,7 +110,7 @@ def _md(controller_id, leaders):
 
 
 def test_controller_view():
-    embedded = SimpleNamespace(metadata=lambda: _md(1, [1, -1, 1]))
+    embedded = SimpleNamespace(active=True, metadata=lambda: _md(1, [1, -1, 1]))
     assert ms.controller_view(embedded) == {"active_controller": 1, "offline_partitions": 1}
     standby = SimpleNamespace(active=False, metadata=lambda: _md(2, [-1]))
     assert ms.controller_view(standby) == {"active_controller": 0, "offline_partitions": 0}
@@ -127,7 +127,7 @@ def test_endpoint_serves_scrapes_answered_on_the_loop():
 
     loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
     loop_thread.start()
-    ctl = SimpleNamespace(metadata=lambda: _md(1, [1]))
+    ctl = SimpleNamespace(active=True, metadata=lambda: _md(1, [1]))
     server = ms.MetricsServer("127.0.0.1", 0, loop, ask, ctl)
     server.start()
     try:

@@ -288,6 +288,11 @@ class ZkController:
     def attach_worker(self, worker) -> None:
         self.workers.append(worker)
 
+    @property
+    def active(self) -> bool:
+        """Whether this broker is the active controller now (ActiveControllerCount)."""
+        return self.controllership.active
+
     def metadata(self) -> model.ClusterMetadata:
         return self.md
 
