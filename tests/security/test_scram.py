@@ -10,7 +10,7 @@ from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
 from confluent_kafka.error import KafkaException
 
 from tests.cluster.conftest import cluster, zookeeper  # noqa: F401  (fixtures)
-from tests.integration.broker import admin, wait_until
+from tests.integration.broker import admin, run_cli, wait_until
 from tests.integration.conftest import fresh_broker  # noqa: F401  (fixture)
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
@@ -56,6 +56,18 @@ def test_users_are_managed_with_no_restart_and_survive_one(fresh_broker):
     assert describe(a) == {"alice": [("SCRAM_SHA_256", 4096)], "bob": [("SCRAM_SHA_512", 4096)]}
     assert alter(a, [UserScramCredentialDeletion("bob", SHA512)]) == {"bob": None}
     assert describe(a) == {"alice": [("SCRAM_SHA_256", 4096)]}
+
+
+def test_a_user_added_offline_is_there_when_the_broker_starts(fresh_broker):
+    b = fresh_broker()
+    b.stop()
+    r = run_cli("users", "add", "admin", "--password", "pw", "--mechanism", "SCRAM-SHA-512",
+                "--offline", "-c", str(b.config_path))
+    assert r.returncode == 0, r.stderr
+    b.start()
+    assert describe(admin(b.bootstrap)) == {"admin": [("SCRAM_SHA_512", 4096)]}
+    r = run_cli("users", "add", "x", "--password", "pw", "--offline", "-c", str(b.config_path))
+    assert r.returncode == 1 and b"is the broker running?" in r.stderr
 
 
 def test_kafkas_errors(fresh_broker):
