@@ -143,3 +143,18 @@ def test_client_refuses_bad_server_first():
                 b"r=abcd,s=AAAA,i=100", b"r=abcd"):
         with pytest.raises(ScramClientError):
             c.final(bad)
+
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kafka_pythons_scram_client_logs_in(mech):
+    kp = pytest.importorskip("kafka.net.sasl.scram")
+    c = kp.ScramClient("alice", "wonderland", mech)
+    s = server(mech, alice="wonderland")
+    c.process_server_first_message(s.evaluate(c.first_message()))
+    c.process_server_final_message(s.evaluate(c.final_message()))
+    assert s.complete and s.authorization_id == "alice"
+    bad = kp.ScramClient("alice", "nope", mech)
+    s = server(mech, alice="wonderland")
+    bad.process_server_first_message(s.evaluate(bad.first_message()))
+    with pytest.raises(sasl.SaslAuthenticationError):
+        s.evaluate(bad.final_message())
