@@ -2,20 +2,22 @@
 project's own client (inter-broker requests, the CLI): `ScramClient(mechanism, username,
 password)`, then `first()` -> client-first token, `final(server_first)` -> client-final
 token, `verify(server_final)` (raises `ScramClientError` unless the server proved it
-knows the credential). Tokens travel in SaslAuthenticate's auth_bytes.
+knows the credential). Tokens travel in SaslAuthenticate's auth_bytes; `exchange(client,
+send)` runs the two round trips over `send(token) -> awaitable server token` (the
+connection's SaslAuthenticate request, after a SaslHandshake naming `client.mechanism`).
 """
 from __future__ import annotations
 
 import base64
 import hmac
 import secrets
-from typing import Optional
+from typing import Awaitable, Callable, Optional
 
 from mpbroker.security.scram import auth_message, username_to_sasl_name
 from mpbroker.security.scram_credentials import (MIN_ITERATIONS, client_key, hmac_digest, mechanism,
                                                  salted_password, server_key, stored_key)
 
-__all__ = ["ScramClient", "ScramClientError"]
+__all__ = ["ScramClient", "ScramClientError", "exchange"]
 
 GS2_HEADER = "n,,"
 
@@ -73,3 +75,9 @@ class ScramClient:
             raise ScramClientError("Invalid SCRAM server final message") from None
         if not hmac.compare_digest(got, self._server_signature):
             raise ScramClientError("Invalid server signature in server final message")
+
+
+async def exchange(client: ScramClient, send: Callable[[bytes], Awaitable[bytes]]) -> None:
+    """Authenticate: client-first, client-final, then check the server's signature."""
+    server_first = await send(client.first())
+    client.verify(await send(client.final(server_first)))

@@ -158,3 +158,14 @@ def test_kafka_pythons_scram_client_logs_in(mech):
     bad.process_server_first_message(s.evaluate(bad.first_message()))
     with pytest.raises(sasl.SaslAuthenticationError):
         s.evaluate(bad.final_message())
+
+
+def test_exchange_runs_both_round_trips():
+    import asyncio
+    from mpbroker.security.scram_client import exchange
+    s = server("SCRAM-SHA-512", alice="pw")
+
+    async def send(token):
+        return s.evaluate(token)
+    asyncio.run(exchange(ScramClient("SCRAM-SHA-512", "alice", "pw"), send))
+    assert s.complete
