@@ -23,7 +23,7 @@ import base64
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Optional
 
 __all__ = ["ScramMechanism", "MECHANISMS", "BY_TYPE", "ScramCredential", "MIN_ITERATIONS",
@@ -66,9 +66,10 @@ def mechanism(name: str) -> ScramMechanism:
 
 @dataclass(frozen=True)
 class ScramCredential:
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
+    # the keys stay out of repr (a logged metadata never shows them)
+    salt: bytes = field(repr=False)
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
     iterations: int
 
 
