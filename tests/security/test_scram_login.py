@@ -69,14 +69,17 @@ def sasl_conf(mech, user, password):
 
 
 def confluent_login_error(sasl, mech, user, password):
-    """None when a confluent-kafka client logs in (Metadata answered), else the error code."""
+    """None when a confluent-kafka client logs in (Metadata answered), else
+    KafkaError._AUTHENTICATION when librdkafka reported an authentication failure (the
+    broker's SASL_AUTHENTICATION_FAILED), else the error codes it reported."""
     errors = []
     a = admin(sasl, **sasl_conf(mech, user, password), error_cb=errors.append)
     try:
         a.list_topics(timeout=10)
         return None
     except Exception:
-        return errors[-1].code() if errors else "no error reported"
+        codes = [e.code() for e in errors]
+        return KafkaError._AUTHENTICATION if KafkaError._AUTHENTICATION in codes else codes
 
 
 @pytest.mark.parametrize("mech", MECHS)
