@@ -74,7 +74,7 @@ class ZnodeCache:
         await self.load_deletions()
         await self.load_topics(all_topics=True)
         await self.load_offline()
-        await self.load_users(all_users=True)
+        await self.load_scram_users(all_users=True)
 
     async def refresh(self, path: str) -> bool:
         """Reload what `path` names; True when it is one of the /admin or ISR
@@ -91,9 +91,9 @@ class ZnodeCache:
         elif path in (zkdata.PREFERRED_ELECTION, zkdata.ISR_CHANGES, zkdata.REASSIGN):
             return True
         elif path == zkdata.CONFIG_USERS:
-            await self.load_users()
+            await self.load_scram_users()
         elif path.startswith(zkdata.CONFIG_USERS + "/") and "/" not in path[len(zkdata.CONFIG_USERS) + 1:]:
-            await self.load_user(zkdata.desanitize(path[len(zkdata.CONFIG_USERS) + 1:]))
+            await self.load_scram_user(zkdata.desanitize(path[len(zkdata.CONFIG_USERS) + 1:]))
         elif path == zkdata.OFFLINE_REPLICAS or path.startswith(zkdata.OFFLINE_REPLICAS + "/"):
             await self.load_offline()
         else:
@@ -266,15 +266,15 @@ class ZnodeCache:
             log.warning("%s", e)
 
     # ---- SCRAM users (issue 17): a watch on /config/users and on each user's znode
-    async def load_users(self, all_users: bool = False) -> None:
+    async def load_scram_users(self, all_users: bool = False) -> None:
         names = {zkdata.desanitize(n) for n in await self._children(zkdata.CONFIG_USERS)}
         for gone in set(self.scram) - names:
             del self.scram[gone]
         self._users_watched &= names
         todo = names if all_users else names - self._users_watched
-        await asyncio.gather(*(self.load_user(n) for n in todo))
+        await asyncio.gather(*(self.load_scram_user(n) for n in todo))
 
-    async def load_user(self, user: str) -> None:
+    async def load_scram_user(self, user: str) -> None:
         path = zkdata.user_config_path(user)
         try:
             data, _ = await self._get(path, watch=True)

@@ -29,14 +29,14 @@ class ZkScramUsers:
         return scram_users.describe(self.cache.scram, users)
 
     async def alter(self, deletions, upsertions):
-        await self.cache.load_users()        # the newest, should a watch be late
+        await self.cache.load_scram_users()        # the newest, should a watch be late
         results, changes = scram_users.alter(self.cache.scram, deletions, upsertions)
         for user, user_changes in changes.items():
             await self._write(user, user_changes)
             await self._call("create_async", f"{zkdata.CONFIG_CHANGES}/config_change_",
                              zkdata.config_change_json(f"users/{zkdata.sanitize(user)}"),
                              sequence=True)
-            await self.cache.load_user(user)
+            await self.cache.load_scram_user(user)
         return results
 
     async def _write(self, user: str, user_changes) -> None:

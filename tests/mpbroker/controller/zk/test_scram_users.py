@@ -99,7 +99,7 @@ def test_another_brokers_change_is_seen_through_the_watches():
     zk = FakeZk()
     cache, _ = make(zk)
     other, other_users = make(zk)
-    asyncio.run(cache.load_users(all_users=True))
+    asyncio.run(cache.load_scram_users(all_users=True))
     asyncio.run(other_users.alter([], [("carol", 1, 4096, b"salt", salted())]))
     assert "carol" not in cache.scram
     asyncio.run(cache.refresh(zkdata.CONFIG_USERS))          # the children watch fired
