@@ -118,15 +118,21 @@ def test_users_added_and_removed_with_no_restart(secured):
                "bob is refused")
 
 
+def python_client_setup(secured, mech, user):
+    """`user` added (password "<user>-pw"), a new topic -> (topic, kafka-python/aiokafka kwargs)."""
+    plain, sasl = secured
+    add_user(plain, user, f"{user}-pw")
+    topic = create_topic(plain, f"scram-{user}-{uuid.uuid4().hex[:8]}")
+    return topic, dict(bootstrap_servers=sasl, security_protocol="SASL_PLAINTEXT",
+                       sasl_mechanism=mech, sasl_plain_username=user,
+                       sasl_plain_password=f"{user}-pw")
+
+
 @pytest.mark.parametrize("mech", MECHS)
 def test_kafka_python(secured, mech):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.errors import KafkaError as KpError
-    plain, sasl = secured
-    add_user(plain, "carol", "carol-pw")
-    topic = create_topic(plain, f"scram-kp-{uuid.uuid4().hex[:8]}")
-    kw = dict(bootstrap_servers=sasl, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mech,
-              sasl_plain_username="carol", sasl_plain_password="carol-pw")
+    topic, kw = python_client_setup(secured, mech, "carol")
     p = KafkaProducer(**kw)
     p.send(topic, b"kp").get(30)
     p.close()
@@ -143,11 +149,7 @@ def test_kafka_python(secured, mech):
 def test_aiokafka(secured, mech):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.errors import KafkaError as AioError
-    plain, sasl = secured
-    add_user(plain, "dave", "dave-pw")
-    topic = create_topic(plain, f"scram-aio-{uuid.uuid4().hex[:8]}")
-    kw = dict(bootstrap_servers=sasl, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mech,
-              sasl_plain_username="dave", sasl_plain_password="dave-pw")
+    topic, kw = python_client_setup(secured, mech, "dave")
 
     async def run():
         p = AIOKafkaProducer(**kw)
