@@ -83,6 +83,12 @@ class ControllerAPI(Protocol):
 
     async def log_dir_failed(self, partitions) -> None: ...
 
+    # ---- SCRAM users (issue 17): mpbroker/metadata/scram_users.py has the formats
+    async def describe_user_scram_credentials(self, users): ...
+
+    async def alter_user_scram_credentials(self, deletions, upsertions): ...
+    # ---- end SCRAM users
+
 
 RPC_METHODS = frozenset(name for name, fn in vars(ControllerAPI).items()
                         if inspect.iscoroutinefunction(fn))

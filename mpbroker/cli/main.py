@@ -307,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     register_all(sub)
     from mpbroker.cli import mirror                  # mpbroker mirror (mpbroker/mirror/)
     mirror.register(sub)
+    from mpbroker.cli import users                   # SCRAM users (mpbroker/security/scram.py)
+    users.register(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

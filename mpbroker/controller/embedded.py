@@ -33,7 +33,7 @@ from mpbroker.controller import broker_requests, isr_change, limits
 from mpbroker.controller import topic_requests
 from mpbroker.controller.config_ops import DynamicBrokerConfigs, alter_each, alter_topic, load_json
 from mpbroker.controller.producer_ids import BLOCK_SIZE, ProducerIdBlocks
-from mpbroker.metadata import model, store
+from mpbroker.metadata import model, scram_users, store
 from mpbroker.metadata.model import MetadataError
 from mpbroker.metadata.quota import THROTTLING_MESSAGE
 from mpbroker.protocol.errors import ErrorCode
@@ -241,6 +241,18 @@ class EmbeddedController:
     def _alter_broker(self, name, ops, incremental, validate_only) -> None:
         if self.dynamic.alter(self.cfg, self.broker_id, name, ops, incremental, validate_only):
             self._broker_cfg = self.dynamic.over(self.cfg)
+
+    # ----------------------------------------------------------------- SCRAM users (issue 17)
+    async def describe_user_scram_credentials(self, users):
+        return scram_users.describe(self.md.scram_users, users)
+
+    async def alter_user_scram_credentials(self, deletions, upsertions):
+        """-> [(user, code, message)]; the accepted changes are stored, then pushed."""
+        async with self._mutating:
+            results, changes = scram_users.alter(self.md.scram_users, deletions, upsertions)
+            if changes:
+                self._commit(model.set_scram_credentials(self.md, changes))
+            return results
 
     # ----------------------------------------------------------------- producer ids
     async def allocate_producer_id(self) -> int:

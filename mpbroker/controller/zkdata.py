@@ -23,6 +23,9 @@ of `zookeeper.connect`.
     /config/topics/<t>                       {"version":1,"config":{"k":"v"}}
     /config/brokers/<id>|<default>           {"version":1,"config":{...}}
     /config/changes/config_change_<seq>      {"version":2,"entity_path":"topics/<t>"}
+    /config/users/<sanitized user>           {"version":1,"config":{"SCRAM-SHA-256":
+                                              "salt=..,stored_key=..,server_key=..,iterations=4096"}}
+                                             (plus the user's quota keys; entity_path "users/<u>")
     /admin/delete_topics/<t>                 empty (a deletion request)
     /admin/preferred_replica_election        {"version":1,"partitions":[{"topic":"t","partition":0}]}
     /admin/reassign_partitions               {"version":1,"partitions":[{"topic":"t","partition":0,
@@ -36,6 +39,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -101,6 +105,25 @@ def state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+# ---- SCRAM users (issue 17)
+CONFIG_USERS = "/config/users"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize (a user name as a znode name): URL-encoding, UTF-8,
+    with only ASCII letters, digits and `._-` left as they are."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    return urllib.parse.unquote(name)
+
+
+def user_config_path(user: str) -> str:
+    return f"{CONFIG_USERS}/{sanitize(user)}"
+# ---- end SCRAM users
 
 
 _STATE_RE = re.compile(r"/brokers/topics/([^/]+)/partitions/(\d+)/state\Z")

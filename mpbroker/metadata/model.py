@@ -34,6 +34,8 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 from mpbroker.config import ConfigError, validate_topic_config
 from mpbroker.protocol.errors import ErrorCode
+from mpbroker.security.scram_credentials import (ScramCredential, credential_from_string,
+                                                 credential_to_string)
 
 __all__ = [
     "ErrorCode", "MetadataError", "Broker", "PartitionState", "Topic", "ClusterMetadata",
@@ -45,6 +47,7 @@ __all__ = [
     "generate_cluster_id", "generate_topic_id", "uuid_to_str", "uuid_from_str", "ZERO_UUID",
     "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts",
     "MAX_PARTITIONS_PER_REQUEST", "EXCESSIVE_PARTITIONS_MESSAGE",
+    "set_scram_credentials",
 ]
 
 
@@ -148,6 +151,13 @@ class ClusterMetadata:
     brokers: Mapping[int, Broker] = field(default_factory=dict)
     topics: Mapping[str, Topic] = field(default_factory=dict)
     epoch: int = 0
+    # ---- SCRAM users (issue 17): user -> {mechanism name: credential}; only users with one
+    scram_users: Mapping[str, Mapping[str, ScramCredential]] = field(default_factory=dict)
+
+    def scram_credential(self, user: str, mechanism: str) -> Optional[ScramCredential]:
+        """The stored SCRAM credential of `user` for `mechanism` ("SCRAM-SHA-256"), or None."""
+        return self.scram_users.get(user, {}).get(mechanism)
+    # ---- end SCRAM users
 
     def topic(self, name: str) -> Topic:
         t = self.topics.get(name)
@@ -588,6 +598,28 @@ def set_controller(md: ClusterMetadata, controller_id: int) -> ClusterMetadata:
     return md._next(controller_id=controller_id)
 
 
+# ---- SCRAM users (issue 17)
+def set_scram_credentials(md: ClusterMetadata,
+                          changes: Mapping[str, Mapping[str, Optional[ScramCredential]]]
+                          ) -> ClusterMetadata:
+    """`changes`: user -> {mechanism: credential, or None to delete it}; a user left with
+    no credential is gone."""
+    users = dict(md.scram_users)
+    for user, mechs in changes.items():
+        creds = dict(users.get(user, {}))
+        for mech, cred in mechs.items():
+            if cred is None:
+                creds.pop(mech, None)
+            else:
+                creds[mech] = cred
+        if creds:
+            users[user] = creds
+        else:
+            users.pop(user, None)
+    return md._next(scram_users=users)
+# ---- end SCRAM users
+
+
 # ------------------------------------------------------------------ (de)serialisation
 
 def to_dict(md: ClusterMetadata) -> dict:
@@ -610,6 +642,10 @@ def to_dict(md: ClusterMetadata) -> dict:
                 "offline_replicas": list(p.offline_replicas), "partition_epoch": p.partition_epoch,
             } for p in sorted(t.partitions.values(), key=lambda p: p.partition)],
         } for t in sorted(md.topics.values(), key=lambda t: t.name)],
+        # SCRAM users (issue 17): Kafka's credential strings; absent when there is none
+        **({"scram_users": {u: {m: credential_to_string(c) for m, c in sorted(creds.items())}
+                            for u, creds in sorted(md.scram_users.items())}}
+           if md.scram_users else {}),
     }
 
 
@@ -624,4 +660,7 @@ def from_dict(d: Mapping) -> ClusterMetadata:
                  for p in t["partitions"]}
         topics[t["name"]] = Topic(t["name"], uuid_from_str(t["topic_id"]), parts, dict(t["configs"]),
                                   t["is_internal"])
-    return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"])
+    scram_users = {u: {m: credential_from_string(c) for m, c in creds.items()}
+                   for u, creds in d.get("scram_users", {}).items()}
+    return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"],
+                           scram_users)

@@ -34,7 +34,7 @@ ERROR_FIELDS = frozenset({"error_code", "partition_error_code"})
 ID_FIELDS = frozenset({
     "name", "topic", "topic_name", "topic_id", "partition_index", "partition", "index",
     "partition_id", "group_id", "key", "transactional_id", "member_id",
-    "group_instance_id", "resource_type", "resource_name", "producer_id"})
+    "group_instance_id", "resource_type", "resource_name", "producer_id", "user"})
 
 # response field -> request fields that carry its value, in order of preference
 ALIASES = {
@@ -45,14 +45,17 @@ ALIASES = {
     "partition": ("partition", "partition_index", "index"),
     "index": ("index", "partition_index", "partition"),
     "partition_id": ("partition_id", "partition_index", "partition"),
+    "user": ("user", "name"),           # the SCRAM users APIs (50, 51)
 }
 
-# response array -> request arrays it answers (after the same name), "a/b" = flattened
+# response array -> request arrays it answers (after the same name), "a/b" = flattened,
+# "a+b" = both arrays, one element per distinct name (AlterUserScramCredentials' users)
 PAIRS = {
     "responses": ("topic_data", "topics", "topic_names", "resources"),
     "partition_responses": ("partition_data",),
     "partitions": ("partition_indexes", "partition_data", "partition_states"),
-    "results": ("resources", "topics", "groups_names", "dirs/topics"),   # dirs: AlterReplicaLogDirs
+    "results": ("resources", "topics", "groups_names", "dirs/topics",    # dirs: AlterReplicaLogDirs
+                "users", "deletions+upsertions"),                     # the SCRAM users APIs
     "groups": ("group_ids",),
     "coordinators": ("coordinator_keys",),
     "transaction_states": ("transactional_ids",),
@@ -151,6 +154,15 @@ def _request_items(resp_name: str, item: dict) -> list[dict]:
     """The request items a response array answers (see PAIRS), each a dict; bare values
     become {_VALUE: v}; flattened items carry their parent's identifying fields."""
     for cand in (resp_name,) + PAIRS.get(resp_name, ()):
+        if "+" in cand:
+            arrays = cand.split("+")
+            if not all(a in item for a in arrays):
+                continue
+            seen: dict = {}
+            for a in arrays:
+                for x in item[a] or ():
+                    seen.setdefault(_as_item(x).get("name"), _as_item(x))
+            return list(seen.values())
         head, _, rest = cand.partition("/")
         if head not in item:
             continue

@@ -30,6 +30,7 @@ from workers.handlers import (alter_partition_reassignments, controlled_shutdown
 from workers.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
                               end_txn, list_transactions, txn_offset_commit)
 from workers.handlers import alter_replica_log_dirs, describe_log_dirs
+from workers.handlers import user_scram_credentials
 from workers.router import merge_list_groups, merge_list_transactions
 from workers.scope import (GROUP, LOCAL, PARTITION, TXN, Scope, cluster, cluster_by_request,
                            partition)
@@ -102,4 +103,7 @@ HANDLERS: dict[int, Handler] = {
                                               cluster(describe_log_dirs.merge)),
     api_keys.ALTER_REPLICA_LOG_DIRS:  Handler(alter_replica_log_dirs.handle, 0, 2,
                                               cluster_by_request(alter_replica_log_dirs.merge)),
+    # SCRAM users (issue 17): answered by the controller, over the controller RPC
+    api_keys.DESCRIBE_USER_SCRAM_CREDENTIALS: Handler(user_scram_credentials.handle_describe, 0, 0),
+    api_keys.ALTER_USER_SCRAM_CREDENTIALS: Handler(user_scram_credentials.handle_alter, 0, 0),
 }

@@ -20,6 +20,8 @@ worker-facing methods (`ZkController`, composed of one part per concept):
   and controlled shutdown, both sides.
 * `admin.py`: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, internal
   topics and producer id blocks, served by any broker.
+* `scram_users.py`: AlterUserScramCredentials (`/config/users/<user>`, a
+  `/config/changes` notification), served by any broker; `cache.py` watches the users.
 * `controller.py`: `ZkController`, which wires the parts, registers the broker, runs the
   controller loop and handles session expiry.
 

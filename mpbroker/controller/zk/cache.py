@@ -17,7 +17,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from mpbroker.controller import zkdata
 from mpbroker.controller.zk.session import ZkSession
-from mpbroker.metadata import model
+from mpbroker.metadata import model, scram_users
 from mpbroker.metadata.model import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,9 @@ class ZnodeCache:
         # replicas in failed log dirs, per partition (zkdata.OFFLINE_REPLICAS); ours as told
         self.offline: Dict[Tuple[str, int], Set[int]] = {}
         self.offline_mine: Set[Tuple[str, int]] = set()
+        # SCRAM users (issue 17): /config/users/<u>'s credentials, user -> {mechanism: credential}
+        self.scram: Dict[str, Dict[str, object]] = {}
+        self._users_watched: Set[str] = set()   # whose znode has a data watch
         self.dirty: Set[str] = set()
         self.wake = asyncio.Event()
         # what the owner does when the live brokers / the controller change
@@ -71,6 +74,7 @@ class ZnodeCache:
         await self.load_deletions()
         await self.load_topics(all_topics=True)
         await self.load_offline()
+        await self.load_scram_users(all_users=True)
 
     async def refresh(self, path: str) -> bool:
         """Reload what `path` names; True when it is one of the /admin or ISR
@@ -86,6 +90,10 @@ class ZnodeCache:
             return True
         elif path in (zkdata.PREFERRED_ELECTION, zkdata.ISR_CHANGES, zkdata.REASSIGN):
             return True
+        elif path == zkdata.CONFIG_USERS:
+            await self.load_scram_users()
+        elif path.startswith(zkdata.CONFIG_USERS + "/") and "/" not in path[len(zkdata.CONFIG_USERS) + 1:]:
+            await self.load_scram_user(zkdata.desanitize(path[len(zkdata.CONFIG_USERS) + 1:]))
         elif path == zkdata.OFFLINE_REPLICAS or path.startswith(zkdata.OFFLINE_REPLICAS + "/"):
             await self.load_offline()
         else:
@@ -257,6 +265,32 @@ class ZnodeCache:
         except zkdata.ZkDataError as e:
             log.warning("%s", e)
 
+    # ---- SCRAM users (issue 17): a watch on /config/users and on each user's znode
+    async def load_scram_users(self, all_users: bool = False) -> None:
+        names = {zkdata.desanitize(n) for n in await self._children(zkdata.CONFIG_USERS)}
+        for gone in set(self.scram) - names:
+            del self.scram[gone]
+        self._users_watched &= names
+        todo = names if all_users else names - self._users_watched
+        await asyncio.gather(*(self.load_scram_user(n) for n in todo))
+
+    async def load_scram_user(self, user: str) -> None:
+        path = zkdata.user_config_path(user)
+        try:
+            data, _ = await self._get(path, watch=True)
+            creds = scram_users.credentials_from_config(user, zkdata.parse_config(data, path))
+        except NoNodeError:
+            creds = {}
+        except zkdata.ZkDataError as e:
+            log.warning("%s", e)
+            return
+        self._users_watched.add(user)
+        if creds:
+            self.scram[user] = creds
+        else:
+            self.scram.pop(user, None)
+    # ---- end SCRAM users
+
     def build(self, epoch: int) -> model.ClusterMetadata:
         """The metadata view of the cache (`epoch`: the caller's; it bumps it on a change)."""
         brokers = {i: model.Broker(b.id, b.host, b.port, b.rack) for i, b in sorted(self.brokers.items())}
@@ -280,7 +314,8 @@ class ZnodeCache:
             if parts:
                 topics[name] = model.Topic(name, ta.topic_id, parts, dict(self.configs.get(name, {})),
                                            name in INTERNAL_TOPICS)
-        return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch)
+        return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch,
+                                     {u: dict(c) for u, c in self.scram.items()})
 
     def unclean(self, topic: str) -> bool:
         """unclean.leader.election.enable of `topic` (its override, else the broker's)."""

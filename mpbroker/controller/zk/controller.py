@@ -27,6 +27,7 @@ from mpbroker.controller.zk.controllership import Controllership
 from mpbroker.controller.zk.deletion import TopicDeletion
 from mpbroker.controller.zk.isr import IsrChanges
 from mpbroker.controller.zk.reassignment import Reassignments
+from mpbroker.controller.zk.scram_users import ZkScramUsers
 from mpbroker.controller.zk.session import ZkSession
 from mpbroker.metadata import model
 from mpbroker.protocol.errors import ErrorCode
@@ -79,6 +80,7 @@ class ZkController:
         self.admin = TopicAdmin(self.session, self.cache, self.controllership, cfg,
                                 self.broker_config, limits.MutationLimits(cfg), self.metadata,
                                 self._alter_broker, self.broker_id)
+        self.scram_users = ZkScramUsers(self.session, self.cache)      # issue 17
         # what one part's change means to the others
         self.cache.on_brokers = self._brokers_changed
         self.cache.on_controller = self._controller_changed
@@ -364,6 +366,16 @@ class ZkController:
 
     async def list_partition_reassignments(self, partitions):
         return await self.reassignments.list_partition_reassignments(partitions)
+
+    # ---- SCRAM users (issue 17)
+    async def describe_user_scram_credentials(self, users):
+        return await self.scram_users.describe(users)
+
+    async def alter_user_scram_credentials(self, deletions, upsertions):
+        out = await self.scram_users.alter(deletions, upsertions)
+        self._publish()
+        return out
+    # ---- end SCRAM users
 
     async def controller_request(self, api_key: int, version: int, body: dict) -> dict:
         return await self.channel.receive(api_key, version, body, self.broker_epoch,

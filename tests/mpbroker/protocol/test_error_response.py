@@ -201,3 +201,14 @@ def test_fetch_partition_field_maps_to_partition_index():
     assert [(p["partition_index"], p["error_code"], p["high_watermark"]) for p in t["partitions"]] \
         == [(3, STORAGE, -1), (5, STORAGE, -1)]
     assert resp["error_code"] == STORAGE
+
+
+def test_scram_users_apis_echo_each_user_once():
+    resp = error_response(51, 0, {"deletions": [{"name": "a", "mechanism": 1}],
+                                  "upsertions": [{"name": "a", "mechanism": 2},
+                                                 {"name": "b", "mechanism": 1}]}, 31, "no")
+    assert resp["results"] == [{"user": "a", "error_code": 31, "error_message": "no"},
+                               {"user": "b", "error_code": 31, "error_message": "no"}]
+    resp = error_response(50, 0, {"users": [{"name": "a"}]}, 31, "no")
+    assert resp["error_code"] == 31 and [r["user"] for r in resp["results"]] == ["a"]
+    assert error_response(50, 0, {"users": None}, 31, "no")["results"] == []
