@@ -16,7 +16,7 @@ A key that `BROKER_CONFIGS` defines is never "ignored", whatever this list says.
 from __future__ import annotations
 
 IGNORED_PREFIXES = (
-    "ssl.", "sasl.", "listener.name.",            # TLS/SASL (only PLAINTEXT is served)
+    "ssl.", "sasl.",          # the TLS/SASL keys mpbroker does not read (keys.py has the others)
     "metric.", "metrics.", "kafka.metrics.", "auto.include.jmx.reporter",
     "controller.quorum.", "metadata.log.", "metadata.max.", "raft.",   # KRaft
     "remote.log.", "log.local.retention.",        # tiered storage (KIP-405)
@@ -28,8 +28,7 @@ IGNORED_KEYS = frozenset("""
     advertised.host.name advertised.port host.name port
     alter.config.policy.class.name create.topic.policy.class.name
     allow.everyone.if.no.acl.found super.users principal.builder.class
-    security.providers connection.failed.authentication.delay.ms
-    connections.max.reauth.ms
+    security.providers
     broker.heartbeat.interval.ms broker.session.timeout.ms
     controller.listener.names process.roles early.start.listeners
     initial.broker.registration.timeout.ms
