@@ -1,0 +1,163 @@
+"""Shared fixtures of the security integration tests (issue #17): certificates made
+with `cryptography` (a CA, a server certificate for 127.0.0.1/localhost, client
+certificates, an untrusted CA's client certificate, an expired one) and a broker with
+every kind of listener:
+
+    PLAINTEXT  (the readiness port)      SSL     (ssl.client.auth=requested)
+    MTLS       (SSL, client auth required, KIP-371 mapping rules)
+    SASL_PLAINTEXT (PLAIN)               SASL_SSL (PLAIN)
+
+Users: alice/alice-secret, admin/admin-secret. `SecureBroker.port_of(name)` gives a
+listener's port; `client_props(listener, ...)` librdkafka properties for it.
+"""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import NameOID
+
+from mpbroker.testing import MpBroker, free_port
+
+PASSWORDS = {"alice": "alice-secret", "admin": "admin-secret"}
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'username="admin" password="admin-secret" '
+        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
+MAPPING_RULES = "RULE:^CN=([^,]+),OU=eng,.*$/$1/L,DEFAULT"
+KEY_PASSWORD = "key-pass"
+
+
+def _name(cn: str, ou: str = "eng") -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn),
+                      x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou),
+                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "acme")])
+
+
+def _cert(subject, key, issuer, issuer_key, *, ca=False, san=None, days=(-1, 365)):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+         .public_key(key.public_key()).serial_number(x509.random_serial_number())
+         .not_valid_before(now + datetime.timedelta(days=days[0]))
+         .not_valid_after(now + datetime.timedelta(days=days[1]))
+         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if san:
+        b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
+    return b.sign(issuer_key, hashes.SHA256())
+
+
+def _pem(cert) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key, password: str | None = None) -> bytes:
+    enc = (serialization.BestAvailableEncryption(password.encode()) if password
+           else serialization.NoEncryption())
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
+
+
+class Certs:
+    """PEM files under `dir`: ca.pem, server.pem (key + chain, key encrypted with
+    KEY_PASSWORD), server.p12 (password "store-pass"), <who>.crt/<who>.key for
+    alice (CA-signed), mallory (signed by an untrusted CA), expired (CA-signed,
+    expired)."""
+
+    def __init__(self, d: Path):
+        self.dir = d
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca = _cert(_name("test-ca", "ca"), ca_key, _name("test-ca", "ca"), ca_key, ca=True)
+        self.ca = self._write("ca.pem", _pem(ca))
+        skey = ec.generate_private_key(ec.SECP256R1())
+        scert = _cert(_name("broker", "servers"), skey, ca.subject, ca_key, san=[
+            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+        self.server = self._write("server.pem", _key_pem(skey, KEY_PASSWORD) + _pem(scert) + _pem(ca))
+        self.server_p12 = self._write("server.p12", pkcs12.serialize_key_and_certificates(
+            b"broker", skey, scert, [ca], serialization.BestAvailableEncryption(b"store-pass")))
+        bad_ca_key = ec.generate_private_key(ec.SECP256R1())
+        bad_ca = _cert(_name("evil-ca", "ca"), bad_ca_key, _name("evil-ca", "ca"), bad_ca_key, ca=True)
+        for who, issuer, issuer_key, days in (("alice", ca, ca_key, (-1, 365)),
+                                              ("mallory", bad_ca, bad_ca_key, (-1, 365)),
+                                              ("expired", ca, ca_key, (-30, -1))):
+            key = ec.generate_private_key(ec.SECP256R1())
+            cert = _cert(_name(who.capitalize()), key, issuer.subject, issuer_key, days=days)
+            self._write(f"{who}.crt", _pem(cert))
+            self._write(f"{who}.key", _key_pem(key))
+
+    def _write(self, name: str, data: bytes) -> str:
+        path = self.dir / name
+        path.write_bytes(data)
+        return str(path)
+
+    def crt(self, who: str) -> str:
+        return str(self.dir / f"{who}.crt")
+
+    def key(self, who: str) -> str:
+        return str(self.dir / f"{who}.key")
+
+
+LISTENERS = ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+class SecureBroker(MpBroker):
+    """A broker with every listener kind (see the module docstring)."""
+
+    def __init__(self, workdir: Path, certs: Certs, extra: dict | None = None):
+        self.ports = {name: free_port() for name in LISTENERS[1:]}
+        self.certs = certs
+        overrides = {
+            "listeners": ",".join(f"{n}://127.0.0.1:{{{n}}}" for n in LISTENERS),
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,"
+                                              "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": certs.server,
+            "ssl.key.password": KEY_PASSWORD,
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": certs.ca,
+            "ssl.client.auth": "requested",
+            "listener.name.mtls.ssl.client.auth": "required",
+            "ssl.principal.mapping.rules": MAPPING_RULES,
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "sasl.jaas.config": JAAS,           # SASL_SSL: the fallback
+            "connection.failed.authentication.delay.ms": "50",
+            "log.requests": "true", **(extra or {})}
+        super().__init__(workdir, overrides)
+        self.overrides["listeners"] = self.overrides["listeners"].format(
+            PLAINTEXT=self.port, **self.ports)
+
+    def port_of(self, name: str) -> int:
+        return self.ports[name] if name in self.ports else self.port
+
+    def address(self, name: str) -> str:
+        return f"127.0.0.1:{self.port_of(name)}"
+
+    def client_props(self, listener: str, user: str | None = "alice", password: str | None = None,
+                     cert: str | None = None, mechanism: str = "PLAIN") -> dict:
+        """librdkafka (confluent-kafka, kcat) properties for `listener`."""
+        protocol = {"MTLS": "SSL"}.get(listener, listener)
+        props = {"bootstrap.servers": self.address(listener), "security.protocol": protocol}
+        if "SSL" in protocol:
+            props["ssl.ca.location"] = self.certs.ca
+            if cert:
+                props["ssl.certificate.location"] = self.certs.crt(cert)
+                props["ssl.key.location"] = self.certs.key(cert)
+        if protocol.startswith("SASL"):
+            props.update({"sasl.mechanism": mechanism, "sasl.username": user,
+                          "sasl.password": password if password is not None else PASSWORDS.get(user, "x")})
+        return props
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory) -> Certs:
+    return Certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory, certs):
+    b = SecureBroker(tmp_path_factory.mktemp("secure-broker"), certs)
+    b.start()
+    yield b
+    b.stop()
