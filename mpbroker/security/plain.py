@@ -11,7 +11,8 @@ import hmac
 from typing import Dict
 
 from mpbroker.security import jaas
-from mpbroker.security.sasl import SaslAuthenticationError, SaslConfigError, register
+from mpbroker.security.sasl import (SaslAuthenticationError, SaslConfigError, register,
+                                    register_client)
 
 MECHANISM = "PLAIN"
 LOGIN_MODULE = "PlainLoginModule"
@@ -72,8 +73,25 @@ def factory(*, listener_name: str, config, credentials=None) -> PlainServer:
 
 
 def client_token(username: str, password: str, authzid: str = "") -> bytes:
-    """The client's PLAIN token (workers/kafka_client.py)."""
+    """The client's PLAIN token."""
     return b"\x00".join(s.encode() for s in (authzid, username, password))
 
 
+class PlainClient:
+    """The client steps (mpbroker/security/sasl.py SaslClient): one token, no challenge."""
+    mechanism = MECHANISM
+
+    def __init__(self, username: str, password: str):
+        self.username, self.password = username, password
+        self.complete = False
+
+    def first(self) -> bytes:
+        return client_token(self.username, self.password)
+
+    def evaluate(self, challenge: bytes) -> bytes:
+        self.complete = True
+        return b""
+
+
 register(MECHANISM, factory)
+register_client(MECHANISM, PlainClient)

@@ -161,3 +161,24 @@ class SaslSession:
 
     def session_lifetime_ms(self) -> int:
         return self.reauth_ms if self.state == COMPLETE and self.reauth_ms > 0 else 0
+
+
+# ---------------------------------------------------------------- client side
+class SaslClient(Protocol):
+    """A mechanism's client steps (workers/kafka_client.py drives them):
+    `first()` the initial token, `evaluate(challenge)` the next one; `complete` once
+    the server's last message is accepted."""
+    mechanism: str
+    complete: bool
+
+    def first(self) -> bytes: ...
+
+    def evaluate(self, challenge: bytes) -> bytes: ...
+
+
+CLIENT_MECHANISMS: Dict[str, Callable[[str, str], SaslClient]] = {}
+
+
+def register_client(name: str, factory: Callable[[str, str], SaslClient]) -> None:
+    """`factory(username, password)`: a SaslClient (plain.py; scram.py)."""
+    CLIENT_MECHANISMS[name] = factory

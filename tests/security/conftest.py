@@ -8,12 +8,14 @@ every kind of listener:
     SASL_PLAINTEXT (PLAIN)               SASL_SSL (PLAIN)
 
 Users: alice/alice-secret, admin/admin-secret. `SecureBroker.port_of(name)` gives a
-listener's port; `client_props(listener, ...)` librdkafka properties for it.
+listener's port; `client_props(listener, ...)` librdkafka properties for it;
+`principals()` the principals the broker logged (log.requests) so far.
 """
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import re
 from pathlib import Path
 
 import pytest
@@ -34,9 +36,10 @@ KEY_PASSWORD = "key-pass"
 
 
 def _name(cn: str, ou: str = "eng") -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn),
+    """Encoded O, OU, CN: its RFC 2253 form (Java's and ours) is CN=..,OU=..,O=acme."""
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "acme"),
                       x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "acme")])
+                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
 def _cert(subject, key, issuer, issuer_key, *, ca=False, san=None, days=(-1, 365)):
@@ -133,6 +136,9 @@ class SecureBroker(MpBroker):
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.port_of(name)}"
+
+    def principals(self) -> set:
+        return set(re.findall(r"principal=(\S+)", self.log_path.read_text(errors="replace")))
 
     def client_props(self, listener: str, user: str | None = "alice", password: str | None = None,
                      cert: str | None = None, mechanism: str = "PLAIN") -> dict:
