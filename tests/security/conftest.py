@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import re
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,112 @@ def secure_broker(tmp_path_factory, certs):
     b.start()
     yield b
     b.stop()
+
+
+def confluent_roundtrip(props: dict, topic: str, n: int = 20, group: str | None = None) -> list:
+    """Produce n records with confluent-kafka over `props`, consume them back (values)."""
+    import confluent_kafka as ck
+    p = ck.Producer({**props, "linger.ms": 5})
+    values = [f"{topic}-{i}".encode() for i in range(n)]
+    for v in values:
+        p.produce(topic, v)
+    assert p.flush(30) == 0
+    c = ck.Consumer({**props, "group.id": group or f"g-{topic}", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+    got: list = []
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+    finally:
+        c.close()
+    assert got == values
+    return got
+
+
+def kafka_python_security(broker: SecureBroker, listener: str, cert: str | None = None,
+                          user: str = "alice") -> dict:
+    """kafka-python's keyword arguments for `listener`."""
+    protocol = {"MTLS": "SSL"}.get(listener, listener)
+    kw = {"bootstrap_servers": broker.address(listener), "security_protocol": protocol}
+    if "SSL" in protocol:
+        kw.update(ssl_cafile=broker.certs.ca, ssl_check_hostname=True)
+        if cert:
+            kw.update(ssl_certfile=broker.certs.crt(cert), ssl_keyfile=broker.certs.key(cert))
+    if protocol.startswith("SASL"):
+        kw.update(sasl_mechanism="PLAIN", sasl_plain_username=user,
+                  sasl_plain_password=PASSWORDS[user])
+    return kw
+
+
+def kafka_python_roundtrip(kw: dict, topic: str, n: int = 10) -> None:
+    import kafka
+    p = kafka.KafkaProducer(**kw)
+    values = [f"{topic}-{i}".encode() for i in range(n)]
+    for v in values:
+        p.send(topic, v)
+    p.flush(30)
+    p.close()
+    c = kafka.KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000,
+                            enable_auto_commit=False, **kw)
+    got = []
+    for m in c:
+        got.append(m.value)
+        if len(got) == n:
+            break
+    c.close()
+    assert got == values
+
+
+def aiokafka_roundtrip(broker: SecureBroker, listener: str, topic: str, cert: str | None = None,
+                       user: str = "alice", n: int = 10) -> None:
+    import asyncio
+
+    import aiokafka
+    from aiokafka.helpers import create_ssl_context
+    protocol = {"MTLS": "SSL"}.get(listener, listener)
+    kw = {"bootstrap_servers": broker.address(listener), "security_protocol": protocol}
+    if "SSL" in protocol:
+        kw["ssl_context"] = create_ssl_context(
+            cafile=broker.certs.ca, certfile=broker.certs.crt(cert) if cert else None,
+            keyfile=broker.certs.key(cert) if cert else None)
+    if protocol.startswith("SASL"):
+        kw.update(sasl_mechanism="PLAIN", sasl_plain_username=user,
+                  sasl_plain_password=PASSWORDS[user])
+    values = [f"{topic}-{i}".encode() for i in range(n)]
+
+    async def run():
+        p = aiokafka.AIOKafkaProducer(**kw)
+        await p.start()
+        try:
+            for v in values:
+                await p.send_and_wait(topic, v)
+        finally:
+            await p.stop()
+        c = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **kw)
+        await c.start()
+        got = []
+        try:
+            while len(got) < n:
+                batch = await asyncio.wait_for(c.getmany(timeout_ms=1000), 30)
+                for msgs in batch.values():
+                    got.extend(m.value for m in msgs)
+        finally:
+            await c.stop()
+        return got
+    assert asyncio.run(run()) == values
+
+
+def kcat(broker: SecureBroker, listener: str, *args, input: bytes | None = None,
+         cert: str | None = None, check: bool = True):
+    props = broker.client_props(listener, cert=cert)
+    cmd = ["kcat", "-m", "15", "-X", "broker.address.family=v4", "-b", props.pop("bootstrap.servers")]
+    for k, v in props.items():
+        cmd += ["-X", f"{k}={v}"]
+    proc = subprocess.run([*cmd, *args], input=input, capture_output=True, timeout=60)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kcat exited {proc.returncode}: {proc.stderr[-3000:]!r}")
+    return proc
