@@ -14,7 +14,8 @@ import struct
 import pytest
 
 from mpbroker.testing import BrokerStartError
-from tests.security.conftest import (KEY_PASSWORD, SecureBroker, aiokafka_roundtrip,
+from tests.security.certs import KEY_PASSWORD
+from tests.security.conftest import (SecureBroker, aiokafka_roundtrip,
                                      confluent_roundtrip, kafka_python_roundtrip,
                                      kafka_python_security, kcat)
 
