@@ -111,6 +111,7 @@ def _listeners_in_bind_order(cfg) -> list:
     """[(listener Endpoint, its advertised Endpoint or None)], the inter-broker listener
     first (the address the controller registers); a broker without other brokers may
     have no inter-broker listener (then the first listener leads)."""
+    from mpbroker import config as configmod
     listeners = cfg.listeners
     if not listeners:
         raise IndexError("no listener")
