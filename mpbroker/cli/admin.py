@@ -74,6 +74,7 @@ _BOOTSTRAP: list[str] = []     # for error messages
 def client_config(args, extra: dict | None = None) -> dict:
     """bootstrap.servers, then the --command-config file's keys, then `extra`."""
     from mpbroker.config import parse_properties
+    from mpbroker.security.client import librdkafka_properties
     conf = {"bootstrap.servers": args.bootstrap_server, "logger": _CLIENT_LOG}
     if getattr(args, "command_config", None):
         try:
@@ -82,7 +83,7 @@ def client_config(args, extra: dict | None = None) -> dict:
         except OSError as e:
             raise CliError(f"cannot read --command-config {args.command_config}: "
                            f"{e.strerror or e}", 2)
-        conf.update(props)
+        conf.update(librdkafka_properties(props))     # Java-client security keys too
         if "bootstrap.servers" in props and args.bootstrap_server == DEFAULT_BOOTSTRAP:
             conf["bootstrap.servers"] = props["bootstrap.servers"]
     if extra:

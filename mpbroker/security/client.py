@@ -123,3 +123,29 @@ def inter_broker_cached(cfg) -> Optional[ClientSecurity]:
         # a config without listeners (a test's plain dict) has no inter-broker security
         _cached[:] = [cfg, inter_broker(cfg) if hasattr(cfg, "inter_broker_listener") else None]
     return _cached[1]
+
+
+def librdkafka_properties(props: dict) -> dict:
+    """Java-client security properties (Kafka's `--command-config` convention, Spark's
+    `kafka.*` options) as librdkafka reads them: `sasl.jaas.config` with username and
+    password -> `sasl.username` / `sasl.password`; a PEM `ssl.truststore.location` ->
+    `ssl.ca.location`; a PEM `ssl.keystore.location` (key and chain in one file) ->
+    `ssl.certificate.location` + `ssl.key.location`; `ssl.key.password` stays. Keys
+    librdkafka knows are left alone; the others of these families are dropped."""
+    out = dict(props)
+    jaas_text = out.pop("sasl.jaas.config", None)
+    if jaas_text and "sasl.username" not in out:
+        user, password = _jaas_credentials(jaas_text)
+        if user is not None:
+            out["sasl.username"], out["sasl.password"] = user, password or ""
+    if str(out.pop("ssl.truststore.type", "PEM")).upper() == "PEM" and \
+            "ssl.truststore.location" in out and "ssl.ca.location" not in out:
+        out["ssl.ca.location"] = out.pop("ssl.truststore.location")
+    if str(out.get("ssl.keystore.type", "PKCS12")).upper() == "PEM":
+        out.pop("ssl.keystore.type")
+        location = out.pop("ssl.keystore.location", None)
+        if location and "ssl.certificate.location" not in out:
+            out["ssl.certificate.location"] = out["ssl.key.location"] = location
+    else:
+        out.pop("ssl.keystore.type", None)      # librdkafka's keystore is PKCS12
+    return out
