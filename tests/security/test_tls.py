@@ -9,29 +9,14 @@ from __future__ import annotations
 import shutil
 import socket
 import ssl
-import struct
 
 import pytest
 
-from mpbroker.testing import BrokerStartError
+from mpbroker.testing import BrokerStartError, api_versions_answered
 from tests.security.certs import KEY_PASSWORD
 from tests.security.conftest import (SecureBroker, aiokafka_roundtrip,
                                      confluent_roundtrip, kafka_python_roundtrip,
                                      kafka_python_security, kcat)
-
-API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
-
-
-def _api_versions_ok(sock) -> bool:
-    sock.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
-    head = b""
-    while len(head) < 8:
-        chunk = sock.recv(8 - len(head))
-        if not chunk:
-            return False
-        head += chunk
-    return struct.unpack(">ii", head)[1] == 7
-
 
 def _tls_client(broker, listener: str, cert: str | None = None) -> ssl.SSLSocket:
     ctx = ssl.create_default_context(cafile=broker.certs.ca)
@@ -85,21 +70,21 @@ def test_mtls_refuses_missing_untrusted_and_expired_certificates(secure_broker, 
     with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
         with _tls_client(secure_broker, "MTLS", cert) as s:
             # TLS 1.3: the server's verdict on the certificate arrives after the handshake
-            if not _api_versions_ok(s):
+            if not api_versions_answered(s):
                 raise ConnectionError("closed")
     with _tls_client(secure_broker, "MTLS", "alice") as s:      # the listener still serves
-        assert _api_versions_ok(s)
+        assert api_versions_answered(s)
 
 
 def test_plaintext_to_the_tls_port_and_tls_to_the_plaintext_port_are_closed(secure_broker):
     with socket.create_connection(("127.0.0.1", secure_broker.port_of("SSL")), timeout=10) as s:
-        assert not _api_versions_ok(s)
+        assert not api_versions_answered(s)
     with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
         _tls_client(secure_broker, "PLAINTEXT").close()
     with socket.create_connection(("127.0.0.1", secure_broker.port), timeout=10) as s:
-        assert _api_versions_ok(s)
+        assert api_versions_answered(s)
     with _tls_client(secure_broker, "SSL") as s:
-        assert _api_versions_ok(s)
+        assert api_versions_answered(s)
     log = secure_broker.log_tail(200000)
     assert "SSL handshake failed" in log
     assert "Traceback" not in log
@@ -149,6 +134,6 @@ def test_a_pkcs12_keystore_serves(tmp_path, certs):
     b.start()
     try:
         with _tls_client(b, "SSL") as s:
-            assert _api_versions_ok(s)
+            assert api_versions_answered(s)
     finally:
         b.stop()
