@@ -165,3 +165,35 @@ def test_the_broker_survives_bad_input_and_keeps_the_data(secure_broker):
     assert secure_broker.is_alive()
     log = secure_broker.log_tail(1000000)
     assert "Traceback" not in log and "failed to boot" not in log
+
+
+def test_kip368_session_lifetime_reauthentication_and_expiry(tmp_path, certs):
+    """connections.max.reauth.ms: SaslAuthenticate v1 tells the lifetime; before it ends
+    the client re-authenticates on the same connection; past it, any other request
+    closes the connection."""
+    import time
+
+    from tests.security.conftest import SecureBroker
+    b = SecureBroker(tmp_path / "b", certs, {"connections.max.reauth.ms": "1500"})
+    b.start()
+
+    async def authenticate(conn):
+        assert (await conn.request(api_keys.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}))["error_code"] == 0
+        return await conn.request(api_keys.SASL_AUTHENTICATE, 1,
+                                  {"auth_bytes": _plain("alice", PASSWORDS["alice"])})
+
+    async def run():
+        conn = await _connect(b)
+        assert (await authenticate(conn))["session_lifetime_ms"] == 1500
+        assert (await authenticate(conn))["error_code"] == 0           # re-authenticated
+        assert (await conn.request(api_keys.METADATA, 1, {"topics": None}))["brokers"]
+        deadline = time.monotonic() + 20          # until the session ends, the broker serves
+        with pytest.raises(ConnectionError):
+            while time.monotonic() < deadline:
+                await asyncio.wait_for(conn.request(api_keys.METADATA, 1, {"topics": None}), 10)
+                await asyncio.sleep(0.05)
+        assert time.monotonic() < deadline
+    try:
+        asyncio.run(run())
+    finally:
+        b.stop()
