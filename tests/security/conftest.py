@@ -116,7 +116,7 @@ def confluent_roundtrip(props: dict, topic: str, n: int = 20, group: str | None 
                 got.append(m.value())
     finally:
         c.close()
-    assert got == values
+    assert sorted(got) == sorted(values)      # in order per partition; topics may have several
     return got
 
 

@@ -137,3 +137,19 @@ def test_a_pkcs12_keystore_serves(tmp_path, certs):
             assert api_versions_answered(s)
     finally:
         b.stop()
+
+
+def test_every_worker_serves_every_listener(tmp_path, certs):
+    """Two workers: each listens on every listener (SO_REUSEPORT per listener), and a
+    partition owned by the other worker is served through the front's TLS/SASL
+    connection (its parts forwarded with the principal)."""
+    b = SecureBroker(tmp_path / "b", certs, {"num.workers": "2", "num.partitions": "4"})
+    b.start()
+    try:
+        confluent_roundtrip(b.client_props("SASL_SSL"), "two-workers", n=40)
+        confluent_roundtrip(b.client_props("MTLS", cert="alice"), "two-workers-mtls", n=40)
+        log = b.log_tail(1000000)
+        assert "worker 0 (pid" in log and "worker 1 (pid" in log
+        assert {"User:alice"} <= b.principals() and "Traceback" not in log
+    finally:
+        b.stop()
