@@ -197,3 +197,32 @@ def test_kip368_session_lifetime_reauthentication_and_expiry(tmp_path, certs):
         asyncio.run(run())
     finally:
         b.stop()
+
+
+def test_the_cli_works_against_sasl_ssl_with_a_java_style_command_config(secure_broker, tmp_path):
+    """`--command-config` with the Java client's keys (sasl.jaas.config, a PEM trust
+    store): confluent-kafka paths (topics list) and the own-client paths (log-dirs:
+    DescribeLogDirs; cluster: ApiVersions per broker) both authenticate."""
+    from tests.integration.broker import run_cli
+
+    def props(password):
+        path = tmp_path / f"client-{password}.properties"
+        path.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+            f"ssl.truststore.type=PEM\nssl.truststore.location={secure_broker.certs.ca}\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="alice" password="{password}";\n')
+        return path
+    confluent_roundtrip(secure_broker.client_props("SASL_SSL"), "cli-sasl", n=5)
+    good = props(PASSWORDS["alice"])
+    for args in (("topics", "list"), ("log-dirs",), ("cluster",)):
+        r = run_cli(*args, "--bootstrap-server", secure_broker.address("SASL_SSL"),
+                    "--command-config", good, "--request-timeout-ms", 20000)
+        assert r.returncode == 0, (args, r.stderr)
+    out = run_cli("log-dirs", "--bootstrap-server", secure_broker.address("SASL_SSL"),
+                  "--command-config", good).stdout.decode()
+    assert "cli-sasl" in out
+    r = run_cli("log-dirs", "--bootstrap-server", secure_broker.address("SASL_SSL"),
+                "--command-config", props("nope"), "--request-timeout-ms", 10000)
+    assert r.returncode != 0 and len(r.stderr.decode().strip().splitlines()) == 1
+    assert "nope" not in r.stderr.decode()
