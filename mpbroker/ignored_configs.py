@@ -1,16 +1,17 @@
 """Apache Kafka config keys that mpbroker accepts in `server.properties` and ignores.
 
 A key in `server.properties` is one of three things (`mpbroker.config.BrokerConfig`):
-a key mpbroker implements (`BROKER_CONFIGS`, or the `placement.` prefix), a key listed
+a key mpbroker implements (`BROKER_CONFIGS`, the `placement.` prefix, or a
+`listener.name.<listener>.` override of one), a key listed
 here (a real Kafka broker key, or a Kafka client/tool key that people copy into broker
 files, whose function mpbroker does not have or does differently: logged once at
 INFO, "ignored"), or anything else (a typo: Kafka's "supplied but isn't a known config"
-warning). Keys that would change what a client can rely on (TLS/SASL listeners,
-`authorizer.class.name`) are not here: the config refuses them.
+warning). Keys that would change what a client can rely on (`authorizer.class.name`)
+are not here: the config refuses them.
 
-The prefixes cover Kafka's families whose every member mpbroker ignores (TLS and SASL
-settings, which only matter once a TLS/SASL listener exists, and those are refused;
-JMX/metrics reporters; KRaft quorum settings; remote log storage; quotas per client).
+The prefixes cover Kafka's families whose other members mpbroker ignores (the ssl.* and
+sasl.* keys it does not read: JKS/keymanager algorithms, Kerberos, OAuth...; JMX/metrics
+reporters; KRaft quorum settings; remote log storage; quotas per client).
 A key that `BROKER_CONFIGS` defines is never "ignored", whatever this list says.
 """
 from __future__ import annotations
