@@ -20,7 +20,6 @@ class's own non-blocking raw socket (same reader/writer/ordering as plaintext).
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import ssl
