@@ -114,7 +114,7 @@ class BoundListener(NamedTuple):
     protocol: str
     listen: tuple             # (host, bound port)
     reserve: socket.socket
-    advertised: tuple         # (host, port)
+    advertised: tuple | None  # (host, port); None: not in advertised.listeners
 
 
 class SupervisorError(Exception):
@@ -192,22 +192,24 @@ class Supervisor:
         self.watchdog_s = sdnotify.watchdog_usec() / 2e6
 
     def bind(self, host: str, port: int, adv_host: str, adv_port: int,
-             name: str = "PLAINTEXT", protocol: str = "PLAINTEXT") -> int:
+             name: str = "PLAINTEXT", protocol: str = "PLAINTEXT", advertise: bool = True) -> int:
         """Reserve a listener's port (mpbroker/reuseport.py) for the supervisor's
         lifetime; the bound port and the advertised address follow from it. Called once
         per listener: the first is the inter-broker one (`reserve`, `listen`,
-        `advertised`: what the controller registers), every one is served by every worker."""
+        `advertised`: what the controller registers), every one is served by every worker;
+        one left out of advertised.listeners (`advertise=False`) is not registered."""
         sock = reuseport.reserve_port(host, port)
         bound = sock.getsockname()[1]
         if adv_port == 0 or adv_port == port:
             adv_port = bound
         if adv_host in ("0.0.0.0", "::", ""):
             adv_host = "127.0.0.1"
-        self.bound.append(BoundListener(name, protocol, (host, bound), sock, (adv_host, adv_port)))
+        self.bound.append(BoundListener(name, protocol, (host, bound), sock,
+                                        (adv_host, adv_port) if advertise else None))
         first = self.bound[0]
         self.reserve, self.listen = first.reserve, first.listen
-        self.advertised = Advertised(*first.advertised, endpoints=[
-            (b.name, *b.advertised, b.protocol) for b in self.bound])
+        self.advertised = Advertised(*(first.advertised or (adv_host, adv_port)), endpoints=[
+            (b.name, *b.advertised, b.protocol) for b in self.bound if b.advertised])
         return bound
 
     def _close_reserves(self) -> None:

@@ -94,7 +94,8 @@ def cmd_serve(args) -> int:
         try:
             supervisor.bind(host, port, advertised.host if advertised else host,
                             advertised.port if advertised else port,
-                            listener.listener_name, listener.security_protocol)
+                            listener.listener_name, listener.security_protocol,
+                            advertise=advertised is not None)
         except OSError as e:
             locks.release()
             print(f"mpbroker: cannot listen on {host}:{port}: {e}", file=sys.stderr)
