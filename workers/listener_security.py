@@ -55,7 +55,8 @@ class ListenerSecurity:
     def from_config(cls, cfg, name: str, protocol: str) -> "ListenerSecurity":
         config = ListenerConfig(cfg, name)
         try:
-            ctx = tls.server_context(config) if protocol in TLS_PROTOCOLS else None
+            ctx = tls.server_context(_SaslSslView(config) if protocol == "SASL_SSL" else config) \
+                if protocol in TLS_PROTOCOLS else None
             rules = principal.parse_rules(config.get("ssl.principal.mapping.rules"))
         except (tls.TlsConfigError, principal.MappingError) as e:
             raise SecurityConfigError(f"listener {name}: {e}") from None
@@ -82,6 +83,23 @@ class ListenerSecurity:
             return None
         return SaslSession(self.name, self.config, self.mechanisms, credentials,
                            self.max_receive_size, self.reauth_ms, clock)
+
+
+class _SaslSslView:
+    """KIP-684: on a SASL_SSL listener SASL authenticates the client, so the broker-wide
+    `ssl.client.auth` does not apply; only `listener.name.<l>.ssl.client.auth` does."""
+
+    def __init__(self, config: ListenerConfig):
+        self.config = config
+
+    def get(self, key, default=None):
+        if key == "ssl.client.auth":
+            return _raw(self.config.cfg).get(self.config.prefix + key) or "none"
+        return self.config.get(key, default)
+
+
+def _raw(cfg):
+    return getattr(cfg, "static", cfg)
 
 
 def listener_securities(cfg, specs) -> List[ListenerSecurity]:

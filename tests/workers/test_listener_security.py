@@ -39,3 +39,18 @@ def test_each_protocol_gets_what_it_needs(certs):
 def test_unservable_settings_are_one_line(cfg, spec, message):
     with pytest.raises(SecurityConfigError, match=message):
         listener_securities(cfg, [spec])
+
+
+def test_sasl_ssl_takes_only_the_listener_prefixed_client_auth(certs):
+    """KIP-684: the broker-wide ssl.client.auth does not apply to SASL_SSL listeners."""
+    import ssl
+    cfg = {"ssl.keystore.type": "PEM", "ssl.keystore.location": certs.server,
+           "ssl.key.password": KEY_PASSWORD, "ssl.truststore.type": "PEM",
+           "ssl.truststore.location": certs.ca, "ssl.client.auth": "required",
+           "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS}
+    ssl_l, sasl_ssl = listener_securities(cfg, [("SSL", "SSL"), ("SASL_SSL", "SASL_SSL")])
+    assert ssl_l.ssl_context.verify_mode == ssl.CERT_REQUIRED
+    assert sasl_ssl.ssl_context.verify_mode == ssl.CERT_NONE
+    (prefixed,) = listener_securities({**cfg, "listener.name.sasl_ssl.ssl.client.auth": "requested"},
+                                      [("SASL_SSL", "SASL_SSL")])
+    assert prefixed.ssl_context.verify_mode == ssl.CERT_OPTIONAL

@@ -5,7 +5,11 @@ An unknown or disabled mechanism gets UNSUPPORTED_SASL_MECHANISM with the enable
 list, and the connection closes after the answer; on a listener without SASL, or out
 of turn, ILLEGAL_SASL_STATE.
 """
+import logging
+
 from mpbroker.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 
 def handle(broker, ctx, req):
@@ -13,4 +17,7 @@ def handle(broker, ctx, req):
     if session is None:
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
     code = session.handshake(ctx.api_version, req["mechanism"])
+    if code != ErrorCode.NONE:
+        log.info("Failed authentication with %s (%s for SASL mechanism %.64r)",
+                 getattr(ctx, "client_host", "?"), ErrorCode(code).name, req["mechanism"])
     return {"error_code": code, "mechanisms": list(session.mechanisms)}
