@@ -83,11 +83,6 @@ class SecureBroker(MpBroker):
         return props
 
 
-@pytest.fixture(scope="session")
-def certs(tmp_path_factory) -> Certs:
-    return Certs(tmp_path_factory.mktemp("certs"))
-
-
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory, certs):
     b = SecureBroker(tmp_path_factory.mktemp("secure-broker"), certs)

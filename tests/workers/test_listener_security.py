@@ -1,15 +1,10 @@
 import pytest
 
-from tests.security.certs import KEY_PASSWORD, Certs
+from tests.security.certs import KEY_PASSWORD
 from workers.listener_security import (ListenerSecurity, SecurityConfigError,
                                        listener_securities)
 
 JAAS = 'x.PlainLoginModule required user_a="b";'
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return Certs(tmp_path_factory.mktemp("certs"))
 
 
 def test_each_protocol_gets_what_it_needs(certs):

@@ -7,18 +7,12 @@ import socket
 import ssl
 import struct
 
-import pytest
 
 from mpbroker.protocol import framing
 from storage.slices import FileSlice
-from tests.security.certs import KEY_PASSWORD, Certs
+from tests.security.certs import KEY_PASSWORD
 from workers.listener_security import ListenerSecurity
 from workers.tls_connection import TLS_CHUNK, TlsConnection
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return Certs(tmp_path_factory.mktemp("certs"))
 
 
 def security(certs):

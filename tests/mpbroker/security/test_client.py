@@ -3,15 +3,10 @@ import pytest
 from mpbroker import config as configmod
 from mpbroker.security.client import (ClientSecurity, ClientSecurityError, inter_broker,
                                       librdkafka_properties)
-from tests.security.certs import KEY_PASSWORD, Certs
+from tests.security.certs import KEY_PASSWORD
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'username="broker" password="pw" user_broker="pw";')
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return Certs(tmp_path_factory.mktemp("certs"))
 
 
 def test_plaintext_is_none_and_sasl_reads_librdkafka_or_java_keys(certs):

@@ -4,12 +4,7 @@ import pytest
 
 from mpbroker.security import tls
 from mpbroker.security.listener_config import ListenerConfig
-from tests.security.certs import KEY_PASSWORD, STORE_PASSWORD, Certs
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return Certs(tmp_path_factory.mktemp("certs"))
+from tests.security.certs import KEY_PASSWORD, STORE_PASSWORD
 
 
 def pem_keystore(certs, **extra):
