@@ -26,11 +26,13 @@ from loadtest.peers import (MpbrokerPeer, TansuPeer, create_topic, delete_topic,
 MEASURE_TIMEOUT_S = 120.0
 
 
-def produce(bootstrap: str, topic: str, size: int, count: int, acks: str) -> float:
-    """Seconds to produce `count` records of `size` bytes and flush."""
+def produce(bootstrap: str, topic: str, size: int, count: int, acks: str,
+            extra: dict | None = None) -> float:
+    """Seconds to produce `count` records of `size` bytes and flush (`extra`: more client
+    properties, e.g. security)."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1 << 20, "acks": acks,
+    p = Producer({**(extra or {}), "bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1 << 20, "acks": acks,
                   "compression.type": "none", "queue.buffering.max.kbytes": 1 << 20,
                   "queue.buffering.max.messages": 1_000_000, "message.timeout.ms": 60000})
     value = b"x" * size
@@ -58,12 +60,12 @@ def produce(bootstrap: str, topic: str, size: int, count: int, acks: str) -> flo
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, count: int) -> float:
+def consume(bootstrap: str, topic: str, count: int, extra: dict | None = None) -> float:
     """Seconds to consume `count` records from the beginning, from the first record
     received (the consumer's start-up, metadata and offset lookups are not counted)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+    c = Consumer({**(extra or {}), "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                   "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
     try:

@@ -58,7 +58,8 @@ def run_controller(cfg, channels: ControllerChannels, advertised: tuple[str, int
             ctl = ZkController(cfg, advertised)
         else:
             ctl = EmbeddedController(cfg)
-            ctl.register_broker(cfg.broker_id, *advertised)
+            ctl.register_broker(cfg.broker_id, *advertised, endpoints=tuple(
+                e[:3] for e in getattr(advertised, "endpoints", ())))
     except configmod.ConfigError as e:
         print(f"mpbroker: {e}", file=sys.stderr)
         return CONTROLLER_BOOT_ERROR

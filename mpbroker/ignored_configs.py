@@ -1,22 +1,23 @@
 """Apache Kafka config keys that mpbroker accepts in `server.properties` and ignores.
 
 A key in `server.properties` is one of three things (`mpbroker.config.BrokerConfig`):
-a key mpbroker implements (`BROKER_CONFIGS`, or the `placement.` prefix), a key listed
+a key mpbroker implements (`BROKER_CONFIGS`, the `placement.` prefix, or a
+`listener.name.<listener>.` override of one), a key listed
 here (a real Kafka broker key, or a Kafka client/tool key that people copy into broker
 files, whose function mpbroker does not have or does differently: logged once at
 INFO, "ignored"), or anything else (a typo: Kafka's "supplied but isn't a known config"
-warning). Keys that would change what a client can rely on (TLS/SASL listeners,
-`authorizer.class.name`) are not here: the config refuses them.
+warning). Keys that would change what a client can rely on (`authorizer.class.name`)
+are not here: the config refuses them.
 
-The prefixes cover Kafka's families whose every member mpbroker ignores (TLS and SASL
-settings, which only matter once a TLS/SASL listener exists, and those are refused;
-JMX/metrics reporters; KRaft quorum settings; remote log storage; quotas per client).
+The prefixes cover Kafka's families whose other members mpbroker ignores (the ssl.* and
+sasl.* keys it does not read: JKS/keymanager algorithms, Kerberos, OAuth...; JMX/metrics
+reporters; KRaft quorum settings; remote log storage; quotas per client).
 A key that `BROKER_CONFIGS` defines is never "ignored", whatever this list says.
 """
 from __future__ import annotations
 
 IGNORED_PREFIXES = (
-    "ssl.", "sasl.", "listener.name.",            # TLS/SASL (only PLAINTEXT is served)
+    "ssl.", "sasl.",          # the TLS/SASL keys mpbroker does not read (keys.py has the others)
     "metric.", "metrics.", "kafka.metrics.", "auto.include.jmx.reporter",
     "controller.quorum.", "metadata.log.", "metadata.max.", "raft.",   # KRaft
     "remote.log.", "log.local.retention.",        # tiered storage (KIP-405)
@@ -28,8 +29,7 @@ IGNORED_KEYS = frozenset("""
     advertised.host.name advertised.port host.name port
     alter.config.policy.class.name create.topic.policy.class.name
     allow.everyone.if.no.acl.found super.users principal.builder.class
-    security.providers connection.failed.authentication.delay.ms
-    connections.max.reauth.ms
+    security.providers
     broker.heartbeat.interval.ms broker.session.timeout.ms
     controller.listener.names process.roles early.start.listeners
     initial.broker.registration.timeout.ms

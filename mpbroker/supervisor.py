@@ -71,12 +71,13 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import psutil
 
 from mpbroker import config as configmod
 from mpbroker import reuseport, sdnotify
+from mpbroker.config.listeners import Advertised
 from mpbroker.config_reload import apply_log_level, merge_reload
 from mpbroker.controller_main import CONTROLLER_BOOT_ERROR, ControllerChannels, run_controller
 from mpbroker.heartbeats import CS_DONE, READY, HeartbeatTable
@@ -107,6 +108,15 @@ def stop_budget_s(cfg) -> float:
     return total
 
 
+class BoundListener(NamedTuple):
+    """One listener's reservation (mpbroker/reuseport.py) and addresses."""
+    name: str
+    protocol: str
+    listen: tuple             # (host, bound port)
+    reserve: socket.socket
+    advertised: tuple | None  # (host, port); None: not in advertised.listeners
+
+
 class SupervisorError(Exception):
     """A stop of the whole broker: `rc` is the exit code, the message says why."""
 
@@ -127,6 +137,7 @@ class Child:
     ready: bool = False
     killed: str | None = None
     listener: socket.socket | None = None   # the worker's client socket (shared handle)
+    more: list | None = None                # its sockets of the other listeners
     evicted: float | None = None            # out of the listener group since (monotonic)
 
 
@@ -158,6 +169,7 @@ class Supervisor:
         self.reserve: socket.socket | None = None
         self.listen = ("0.0.0.0", 0)
         self.advertised = ("127.0.0.1", 0)
+        self.bound: list[BoundListener] = []    # every listener; the first is reserve/listen
         self.held: set[socket.socket] = set()      # channel ends this process holds
         self.heartbeats: HeartbeatTable | None = None
         self.connection_table = None    # max.connections* counts of every worker
@@ -179,19 +191,30 @@ class Supervisor:
                                              self.eviction_s / 4 if self.eviction_s else 1.0))
         self.watchdog_s = sdnotify.watchdog_usec() / 2e6
 
-    def bind(self, host: str, port: int, adv_host: str, adv_port: int) -> int:
-        """Reserve the client port (mpbroker/reuseport.py) for the supervisor's lifetime;
-        the bound port and the advertised address follow from it."""
+    def bind(self, host: str, port: int, adv_host: str, adv_port: int,
+             name: str = "PLAINTEXT", protocol: str = "PLAINTEXT", advertise: bool = True) -> int:
+        """Reserve a listener's port (mpbroker/reuseport.py) for the supervisor's
+        lifetime; the bound port and the advertised address follow from it. Called once
+        per listener: the first is the inter-broker one (`reserve`, `listen`,
+        `advertised`: what the controller registers), every one is served by every worker;
+        one left out of advertised.listeners (`advertise=False`) is not registered."""
         sock = reuseport.reserve_port(host, port)
-        self.reserve = sock
         bound = sock.getsockname()[1]
-        self.listen = (host, bound)
         if adv_port == 0 or adv_port == port:
             adv_port = bound
         if adv_host in ("0.0.0.0", "::", ""):
             adv_host = "127.0.0.1"
-        self.advertised = (adv_host, adv_port)
+        self.bound.append(BoundListener(name, protocol, (host, bound), sock,
+                                        (adv_host, adv_port) if advertise else None))
+        first = self.bound[0]
+        self.reserve, self.listen = first.reserve, first.listen
+        self.advertised = Advertised(*(first.advertised or (adv_host, adv_port)), endpoints=[
+            (b.name, *b.advertised, b.protocol) for b in self.bound if b.advertised])
         return bound
+
+    def _close_reserves(self) -> None:
+        for b in self.bound:
+            b.reserve.close()
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
@@ -212,8 +235,7 @@ class Supervisor:
                 return e.rc if e.rc else rc
         finally:
             self.restore_signals()
-            if self.reserve is not None:
-                self.reserve.close()
+            self._close_reserves()
 
     def step(self) -> None:
         self.sleep()
@@ -383,28 +405,30 @@ class Supervisor:
         sup_end, child_end = socket.socketpair()
         self.held.update((sup_end, child_end))
         listener = self.worker_listener()
+        more = [self.worker_listener(i) for i in range(1, len(self.bound))]
         channels = WorkerChannels(child_end, controller_end, dict(peers or {}),
-                                  listener=listener, connections=self.connection_table)
+                                  listener=listener, connections=self.connection_table,
+                                  more=more, specs=[(b.name, b.protocol) for b in self.bound])
         slot = 1 + wid
         self.heartbeats.reset(slot)
         if self.connection_table is not None:
             self.connection_table.reset(wid)      # a dead worker's connections are gone
-        pid = self._fork(keep={child_end, controller_end, listener, *channels.peers.values()},
+        pid = self._fork(keep={child_end, controller_end, listener, *more, *channels.peers.values()},
                          target=lambda: self._worker_child(wid, channels))
         for s in (child_end, controller_end, *channels.peers.values()):
             self._release(s)
         child = Child(pid, "worker", wid, slot, self._control_channel(sup_end), time.monotonic(),
-                      listener=listener)
+                      listener=listener, more=more)
         self.children[pid] = child
         self.by_worker[wid] = child
         log.info("worker %d started (pid %d)", wid, pid)
 
-    def worker_listener(self) -> socket.socket | None:
-        """A worker's client socket (mpbroker/reuseport.py), held here too so that a
-        stalled worker can be taken out of the group."""
+    def worker_listener(self, index: int = 0) -> socket.socket | None:
+        """A worker's socket of listener `index` (mpbroker/reuseport.py), held here too
+        so that a stalled worker can be taken out of the group."""
         if self.reserve is None:
             return None
-        sock = reuseport.worker_socket(self.listen)
+        sock = reuseport.worker_socket(self.bound[index].listen if self.bound else self.listen)
         self.held.add(sock)
         return sock
 
@@ -466,8 +490,7 @@ class Supervisor:
             s.close()
         for c in self.children.values():
             c.link.sock.close()
-        if self.reserve is not None:
-            self.reserve.close()
+        self._close_reserves()
         self.notifier.close()
         os.environ.pop(sdnotify.ENV_SOCKET, None)
         os.environ.pop(sdnotify.ENV_WATCHDOG_USEC, None)
@@ -495,8 +518,9 @@ class Supervisor:
         child.link.close()
         if child.listener is not None:
             # our handle would keep a dead worker's socket in the group: a black hole
-            self._release(child.listener)
-            child.listener = None
+            for sock in (child.listener, *(child.more or ())):
+                self._release(sock)
+            child.listener, child.more = None, None
         if child.kind == "controller":
             self.controller = None
             if self.stopping:
@@ -565,7 +589,8 @@ class Supervisor:
             return
         if child.evicted is None and age > self.eviction_s:
             try:
-                child.listener.shutdown(socket.SHUT_RD)
+                for sock in (child.listener, *(child.more or ())):
+                    sock.shutdown(socket.SHUT_RD)
             except OSError as e:
                 log.warning("worker %d: taking its listener out failed: %s", child.worker_id, e)
                 return
@@ -574,7 +599,8 @@ class Supervisor:
                         "group", child.worker_id, age * 1000)
         elif child.evicted is not None and age < self.eviction_s:
             try:
-                child.listener.listen(LISTEN_BACKLOG)
+                for sock in (child.listener, *(child.more or ())):
+                    sock.listen(LISTEN_BACKLOG)
             except OSError as e:
                 log.warning("worker %d: putting its listener back failed: %s",
                             child.worker_id, e)
@@ -664,8 +690,9 @@ class Supervisor:
         workers = [c for c in self.children.values() if c.kind == "worker"]
         for c in workers:
             if c.listener is not None:    # a stopping worker's close leaves the group
-                self._release(c.listener)
-                c.listener = None
+                for sock in (c.listener, *(c.more or ())):
+                    self._release(sock)
+                c.listener, c.more = None, None
         timeout = self.shutdown_timeout_s if graceful else min(5.0, self.shutdown_timeout_s)
         clean &= self._stop_children(workers, signal.SIGTERM if graceful else signal.SIGINT,
                                      timeout, escalate_on_int=graceful)

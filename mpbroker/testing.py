@@ -53,20 +53,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _api_versions_answers(host: str, port: int, timeout: float) -> bool:
-    """One ApiVersions v0 request (api key 18, header v1) and a response with our id."""
+def api_versions_answered(s) -> bool:
+    """One ApiVersions v0 request (api key 18, header v1) on the connected socket `s`
+    (plain or TLS), and a response with our id."""
     header = struct.pack(">hhih", 18, 0, 1, 14) + b"mpbroker-ready"
+    s.sendall(struct.pack(">i", len(header)) + header)
+    data = b""
+    while len(data) < 8:
+        chunk = s.recv(8 - len(data))
+        if not chunk:
+            return False
+        data += chunk
+    return struct.unpack(">ii", data)[1] == 1
+
+
+def _api_versions_answers(host: str, port: int, timeout: float) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout) as s:
             s.settimeout(timeout)
-            s.sendall(struct.pack(">i", len(header)) + header)
-            data = b""
-            while len(data) < 8:
-                chunk = s.recv(8 - len(data))
-                if not chunk:
-                    return False
-                data += chunk
-            return struct.unpack(">ii", data)[1] == 1
+            return api_versions_answered(s)
     except OSError:
         return False
 

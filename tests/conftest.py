@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from mpbroker import config as configmod
+from tests.security.certs import Certs
 
 # Set by the test command (scripts/dev.sh test), which installs everything the suite
 # needs: there, a missing ZooKeeper or PySpark is a failure, not a skip. A developer's
@@ -95,3 +96,9 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, "rep_" + rep.when, rep)
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory) -> Certs:
+    """Test certificates (tests/security/certs.py: CA, server, client, untrusted, expired)."""
+    return Certs(tmp_path_factory.mktemp("certs"))

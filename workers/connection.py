@@ -41,6 +41,17 @@ Concurrency contract (one asyncio loop per worker process, no threads):
   the connection (no reads) until memory is released, as Kafka's SocketServer does.
   `last_active` (monotonic seconds of the last byte in or out) lets the server close
   idle connections (`connections.max.idle.ms`).
+* Security (issue #17): a connection knows its listener (`listener_name`,
+  `security_protocol`, `security`: workers/listener_security.py) and its `principal`
+  ("User:ANONYMOUS" until TLS client certificates or SASL say otherwise; handlers see
+  all three on their `ctx`). On a SASL listener `sasl` (mpbroker/security/sasl.py)
+  gates the requests: before authentication only ApiVersions, SaslHandshake and
+  SaslAuthenticate are served, anything else closes the connection, as does a frame
+  over `sasl.server.max.receive.size`, a failed authentication (after its delayed
+  answer) and, once `connections.max.reauth.ms` has passed, any request but a
+  re-authentication. After a v0 SaslHandshake the next frame is a bare token
+  (`_raw_token`). TLS listeners use `TlsConnection` (workers/tls_connection.py), which
+  replaces the byte-moving methods (`_recv_into`, `_send_bytes`, `_sendfile_fd`).
 * An unreadable frame (bad size, header that cannot be parsed, an unknown API key or an
   unsupported version of any API but ApiVersions) closes the connection, as Kafka does;
   an error inside a handler is logged and answered with the API's generic error where
@@ -58,6 +69,8 @@ import time
 from typing import Callable
 
 from mpbroker.protocol import framing
+from mpbroker.security import sasl as sasl_states
+from mpbroker.security.principal import ANONYMOUS
 from storage.slices import FileSlice
 from workers.memory_pool import MemoryPool
 
@@ -91,7 +104,7 @@ class RequestContext:
     """What a handler knows about the request besides its body."""
 
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
-                 "connection")
+                 "connection", "principal", "listener_name", "security_protocol")
 
     def __init__(self, header, client_host: str, connection: "Connection"):
         self.api_key = header.api_key
@@ -100,13 +113,22 @@ class RequestContext:
         self.client_id = header.client_id
         self.client_host = client_host
         self.connection = connection
+        self.principal = getattr(connection, "principal", ANONYMOUS)
+        self.listener_name = getattr(connection, "listener_name", None)
+        self.security_protocol = getattr(connection, "security_protocol", "PLAINTEXT")
+
+
+class _RawToken:
+    """The pending entry's header of a v0 SASL token frame (no request header)."""
+    api_key = -1
 
 
 class Connection:
     def __init__(self, sock: socket.socket, dispatcher, max_request_bytes: int,
                  on_close: Callable[["Connection"], None] | None = None,
                  pool: MemoryPool | None = None, read_buffer: ReadBuffer | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, security=None,
+                 credentials: Callable | None = None):
         self.sock = sock
         self.fd = sock.fileno()
         self.dispatcher = dispatcher
@@ -130,6 +152,11 @@ class Connection:
         self.quota_host: str | None = None    # counted in the server's ConnectionQuotas
         self._files: dict[str, list] = {}     # path -> [fd, dev, ino, last use]
         self._files_timer: asyncio.TimerHandle | None = None
+        self.security = security              # workers/listener_security.ListenerSecurity
+        self.listener_name = security.name if security is not None else None
+        self.security_protocol = security.protocol if security is not None else "PLAINTEXT"
+        self.principal = ANONYMOUS
+        self.sasl = security.new_session(credentials, clock) if security is not None else None
 
     # ------------------------------------------------------------------ reading
     async def serve(self) -> None:
@@ -196,7 +223,7 @@ class Connection:
                     return                    # its bytes go back to the pool on close
                 continue
             try:
-                n = self.sock.recv_into(rb.view, room)
+                n = self._recv_into(rb.view, room)
             except (BlockingIOError, InterruptedError):
                 await self._wait_readable()
                 continue
@@ -212,6 +239,10 @@ class Connection:
                 if not self._start_request(frame, size):
                     return
             # what feed kept of an incomplete frame stays charged to the connection
+
+    def _recv_into(self, view: memoryview, room: int) -> int:
+        """Read what is there (at most `room` bytes); BlockingIOError when nothing is."""
+        return self.sock.recv_into(view, room)
 
     async def _wait_muted(self) -> None:
         """Wait for room in the pool, or MUTED_CHECK_S: a muted connection does not read,
@@ -239,10 +270,23 @@ class Connection:
 
     def _start_request(self, frame: memoryview, size: int = 0) -> bool:
         """Dispatch one frame; `size` bytes stay charged to the pool until it is answered."""
+        session = self.sasl
+        if session is not None and session.state != sasl_states.COMPLETE:
+            if len(frame) > session.max_receive_size:
+                log.info("closing %s: SASL frame of %d bytes over sasl.server.max.receive.size",
+                         self.client_host, len(frame))
+                return False
+            if session.raw_token_expected:
+                return self._raw_token(frame, size)
         try:
             header, pos = framing.parse_request_header(frame)
         except Exception as e:
             log.info("closing %s: unreadable request header (%s)", self.client_host, e)
+            return False
+        if session is not None and not session.allows(header.api_key):
+            log.info("closing %s (listener %s): %s request %s", self.client_host,
+                     self.listener_name, "expired SASL session:" if session.expired()
+                     else "unauthenticated", header.api_key)
             return False
         ctx = RequestContext(header, self.client_host, self)
         try:
@@ -255,6 +299,29 @@ class Connection:
             self._release(size)
             return True  # no response expected (acks=0)
         self.pending.append((header, result, size))
+        self.wakeup.set()
+        if session is not None:
+            if session.state == sasl_states.FAILED:
+                return False      # the answer goes out (delayed), then the connection closes
+            if session.state == sasl_states.COMPLETE:
+                self.principal = session.principal
+        return True
+
+    def _raw_token(self, frame: memoryview, size: int) -> bool:
+        """A v0 SASL token (KIP-43: after SaslHandshake v0, tokens travel as bare
+        length-prefixed frames); the challenge goes back the same way. A failure
+        closes the connection after `connection.failed.authentication.delay.ms`."""
+        try:
+            challenge = self.sasl.authenticate(bytes(frame))
+        except sasl_states.SaslAuthenticationError as e:
+            log.info("Failed authentication with %s (%s)", self.client_host, e)
+            self.pending.append((_RawToken, asyncio.ensure_future(
+                asyncio.sleep(self.security.failure_delay_s)), size))
+            self.wakeup.set()
+            return False
+        if self.sasl.state == sasl_states.COMPLETE:
+            self.principal = self.sasl.principal
+        self.pending.append((_RawToken, [len(challenge).to_bytes(4, "big"), challenge], size))
         self.wakeup.set()
         return True
 

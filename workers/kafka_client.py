@@ -12,6 +12,14 @@ defines can be sent.
     versions = await conn.api_versions()      # {api_key: (min, max)} (ApiVersions v0)
     await conn.close()            # or conn.abort(): close now, from sync code
 
+Security (issue #17): `connect(..., security=ClientSecurity)` (mpbroker/security/
+client.py) opens TLS with its SSLContext (asyncio's transport; the host name is checked
+when the context says so) and, for SASL_*, authenticates before returning: SaslHandshake
+v1 with the mechanism, then SaslAuthenticate v1 rounds driven by the mechanism's client
+steps (`CLIENT_MECHANISMS`, mpbroker/security/sasl.py: PLAIN here, SCRAM in its
+module). A refused mechanism or failed authentication raises `AuthenticationError`
+(a ConnectionError) with the broker's message; the connection is closed.
+
 Wire format (Kafka's): every frame is `int32 size` + payload. Request header v1
 (api_key int16, api_version int16, correlation_id int32, client_id int16-length string)
 for non-flexible versions, v2 (v1 + an empty tagged-field section) for flexible ones
@@ -50,9 +58,15 @@ import asyncio
 import struct
 
 from mpbroker.protocol import api_keys, codec, framing
+from mpbroker.protocol.errors import ErrorCode
+from mpbroker.security.sasl import CLIENT_MECHANISMS
 
 _i = struct.Struct(">i")
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 30      # a Fetch response is bounded by fetch.max.bytes
+
+
+class AuthenticationError(ConnectionError):
+    """SASL refused: unknown mechanism or bad credentials (the broker's message)."""
 
 
 class KafkaConnection:
@@ -76,11 +90,15 @@ class KafkaConnection:
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str | None = "mpbroker",
                       timeout_ms: int | None = 30000,
-                      max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> "KafkaConnection":
-        """Open a TCP connection; `timeout_ms` bounds the connect and is the default
-        request timeout. Raises ConnectionError or asyncio.TimeoutError."""
+                      max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                      security=None) -> "KafkaConnection":
+        """Open a TCP connection (TLS and SASL per `security`); `timeout_ms` bounds the
+        connect and is the default request timeout. Raises ConnectionError or
+        asyncio.TimeoutError."""
+        ctx = security.ssl_context if security is not None else None
         try:
-            coro = asyncio.open_connection(host, port)
+            coro = asyncio.open_connection(host, port, ssl=ctx,
+                                           server_hostname=host if ctx is not None else None)
             if timeout_ms:
                 reader, writer = await asyncio.wait_for(coro, timeout_ms / 1000)
             else:
@@ -89,8 +107,36 @@ class KafkaConnection:
             raise
         except OSError as e:
             raise ConnectionError(f"cannot connect to {host}:{port}: {e}") from e
-        return cls(reader, writer, host=host, port=port, client_id=client_id,
+        conn = cls(reader, writer, host=host, port=port, client_id=client_id,
                    timeout_ms=timeout_ms, max_response_bytes=max_response_bytes)
+        if security is not None and security.sasl:
+            try:
+                await conn._authenticate(security)
+            except BaseException:
+                conn.abort()
+                raise
+        return conn
+
+    async def _authenticate(self, security) -> None:
+        factory = CLIENT_MECHANISMS.get(security.mechanism)
+        if factory is None:
+            raise AuthenticationError(f"SASL mechanism {security.mechanism} is not supported "
+                                      f"by this client (supported: {', '.join(sorted(CLIENT_MECHANISMS))})")
+        resp = await self.request(api_keys.SASL_HANDSHAKE, 1, {"mechanism": security.mechanism})
+        if resp["error_code"] != ErrorCode.NONE:
+            raise AuthenticationError(
+                f"{ErrorCode(resp['error_code']).name}: {self.host}:{self.port} does not enable "
+                f"{security.mechanism} (enabled: {', '.join(resp['mechanisms'])})")
+        client = factory(security.username, security.password)
+        token = client.first()
+        while True:
+            resp = await self.request(api_keys.SASL_AUTHENTICATE, 1, {"auth_bytes": token})
+            if resp["error_code"] != ErrorCode.NONE:
+                raise AuthenticationError(f"{ErrorCode(resp['error_code']).name}: "
+                                          f"{resp.get('error_message') or ''}")
+            token = client.evaluate(bytes(resp["auth_bytes"] or b""))
+            if client.complete:
+                return
 
     @property
     def closed(self) -> bool:

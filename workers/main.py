@@ -31,6 +31,7 @@ from mpbroker.controller_rpc import ControllerClient
 from mpbroker.heartbeats import HeartbeatTable, heartbeat_loop
 from mpbroker.ipc import Channel
 from workers import server
+from workers.listener_security import listener_securities
 from workers.worker import Worker
 from workers.metrics import snapshot
 from workers.router import Router
@@ -48,6 +49,9 @@ class WorkerChannels:
     peers: dict[int, socket.socket] = field(default_factory=dict)   # worker id -> mesh socket
     listener: socket.socket | None = None       # bound, not listening (the supervisor's)
     connections: Any = None     # workers/connection_quotas.ConnectionTable (shared counts)
+    more: list = field(default_factory=list)    # the other listeners' sockets, likewise
+    specs: list = field(default_factory=list)   # (listener name, security protocol) of
+                                                # [listener, *more]; empty: one PLAINTEXT
 
 
 def answer_controller(broker, what: str):
@@ -94,12 +98,18 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
             "placement_applied", (worker_id, rev))
         client.attach_worker(broker)
         client.on_ask = lambda what: answer_controller(broker, what)
+        specs = channels.specs or [("PLAINTEXT", "PLAINTEXT")]
+        securities = listener_securities(cfg, specs)
         if channels.listener is not None:
-            sock = channels.listener      # the supervisor keeps a handle (eviction)
-            sock.setblocking(False)
-            sock.listen(LISTEN_BACKLOG)   # now in the reuseport group: we can serve
+            socks = [channels.listener, *channels.more]   # the supervisor keeps handles
+            for s in socks:
+                s.setblocking(False)
+                s.listen(LISTEN_BACKLOG)  # now in the reuseport group: we can serve
+            sock = socks[0]
         else:
             sock = server.bind_listener(*listen)
+            socks = [sock]
+        listeners = list(zip(socks, securities))
     except Exception as e:
         log.error("worker %d failed to boot: %s", worker_id, e, exc_info=True)
         return WORKER_BOOT_ERROR
@@ -146,7 +156,8 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
 
         return await server.run(broker, sock, cfg["socket.request.max.bytes"],
                                 on_ready=ready, grace_s=grace_s,
-                                connection_table=channels.connections, worker_id=worker_id)
+                                connection_table=channels.connections, worker_id=worker_id,
+                                listeners=listeners)
 
     try:
         return asyncio.run(main())

@@ -43,7 +43,7 @@ TIME_BUCKETS_MS = (0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 
 # Upper bounds (s) of the event-loop lag buckets.
 LAG_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 LAG_PROBE_S = 0.5           # how often the loop-lag probe wakes
-PRINCIPAL = "User:ANONYMOUS"   # until the broker authenticates clients
+PRINCIPAL = "User:ANONYMOUS"   # a context without a connection identity
 
 
 # ISR changes of partitions this process leads, applied (IsrShrinksPerSec /
@@ -202,7 +202,7 @@ def log_request(ctx, frame, pos: int, chunks, total_ms: float, queue_ms) -> None
         "principal=%s partitions=%s request_bytes=%d response_bytes=%s "
         "total_time_ms=%.3f queue_time_ms=%s",
         api_keys.NAMES.get(ctx.api_key, ctx.api_key), ctx.api_version, ctx.correlation_id,
-        ctx.client_id, ctx.client_host, PRINCIPAL, shown or "-", len(frame),
+        ctx.client_id, ctx.client_host, getattr(ctx, "principal", PRINCIPAL), shown or "-", len(frame),
         response_size(chunks) if chunks is not None else "-", total_ms,
         f"{queue_ms:.3f}" if queue_ms is not None else "-")
 

@@ -53,6 +53,7 @@ from mpbroker.protocol import api_keys
 from mpbroker.protocol.errors import ErrorCode
 from storage import errors as serr
 
+from mpbroker.security.client import inter_broker_cached
 from workers.kafka_client import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -213,7 +214,7 @@ class ReplicaFetcher:
             raise ConnectionError(f"leader broker {self.leader_id} is not registered")
         return await KafkaConnection.connect(
             b.host, b.port, client_id=f"mpbroker-replica-{m.broker_id}-w{m.broker.worker_id}",
-            timeout_ms=m.socket_timeout_ms)
+            timeout_ms=m.socket_timeout_ms, security=inter_broker_cached(m.broker.config))
 
     # -------------------------------------------------------------- truncation
     async def _truncate(self, conn: KafkaConnection, states: list[FetchState]) -> None:

@@ -69,6 +69,7 @@ from typing import Any, Callable, NamedTuple
 
 from mpbroker.metadata.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from mpbroker.protocol import api_keys
+from mpbroker.security.principal import ANONYMOUS
 from workers.answers import later, settle
 from workers.groups.partitioner import coordinator_partition
 from workers.mesh import PeerLink
@@ -296,7 +297,8 @@ class RemoteContext:
     """The RequestContext of a request forwarded by a front (no connection here)."""
 
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
-                 "connection", "forwarded_from")
+                 "connection", "forwarded_from", "principal", "listener_name",
+                 "security_protocol")
 
     def __init__(self, msg: dict, peer: int):
         self.api_key = msg["api_key"]
@@ -306,6 +308,10 @@ class RemoteContext:
         self.client_host = msg.get("client_host", "")
         self.connection = None
         self.forwarded_from = peer
+        # the front's connection identity (issue #17), for handlers that check it
+        self.principal = msg.get("principal", ANONYMOUS)
+        self.listener_name = msg.get("listener_name")
+        self.security_protocol = msg.get("security_protocol", "PLAINTEXT")
 
 
 class Router:
@@ -455,7 +461,10 @@ class Router:
         rid = self._next_id
         body, raw = detach_records(ctx.api_key, body)
         msg = {"op": "req", "id": rid, "api_key": ctx.api_key, "version": ctx.api_version,
-               "body": body, "client_id": ctx.client_id, "client_host": ctx.client_host}
+               "body": body, "client_id": ctx.client_id, "client_host": ctx.client_host,
+               "principal": getattr(ctx, "principal", ANONYMOUS),
+               "listener_name": getattr(ctx, "listener_name", None),
+               "security_protocol": getattr(ctx, "security_protocol", "PLAINTEXT")}
         if keys is not None:
             msg["keys"] = keys
         fut = None

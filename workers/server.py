@@ -21,6 +21,11 @@ Memory and connection limits (issue #15), all from the broker's config:
   of the timeout, so one is closed within 1.25 times it.
 * One receive buffer per worker (`ReadBuffer`), shared by its connections.
 
+Listeners (issue #17): the worker serves every listener of the broker, one accept loop
+per socket, each with its `ListenerSecurity` (workers/listener_security.py): TLS
+listeners make `TlsConnection`s, SASL listeners give each connection a SASL session
+whose SCRAM credentials come from the worker's metadata copy.
+
 Shutdown (`request_stop`): stop accepting, let requests in flight finish for up to
 `grace_s` seconds, close connections, then `Worker.shutdown()` flushes every log and
 writes the clean-shutdown markers, so the next start skips recovery.
@@ -35,6 +40,7 @@ import socket
 import time
 
 from workers.connection import Connection, ReadBuffer
+from workers.tls_connection import TlsConnection
 from workers.connection_quotas import ConnectionQuotas, ConnectionTable, TooManyConnections
 from workers.dispatch import Dispatcher
 from workers import metrics
@@ -61,9 +67,11 @@ def bind_listener(host: str, port: int, reuse_port: bool = True) -> socket.socke
 class WorkerServer:
     def __init__(self, broker, listen_sock: socket.socket, max_request_bytes: int,
                  connection_table: ConnectionTable | None = None, worker_id: int = 0,
-                 clock=time.monotonic):
+                 clock=time.monotonic, listeners: list | None = None):
         self.broker = broker
         self.sock = listen_sock
+        # (socket, ListenerSecurity or None for plain PLAINTEXT), the first is listen_sock
+        self.listeners = listeners or [(listen_sock, None)]
         self.max_request_bytes = max_request_bytes
         dispatcher = Dispatcher(broker)
         router = getattr(broker, "router", None)
@@ -95,7 +103,8 @@ class WorkerServer:
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
-        accept = asyncio.ensure_future(self._accept_loop(loop))
+        accept = asyncio.gather(*(self._accept_loop(loop, sock, security)
+                                  for sock, security in self.listeners))
         if self.idle_s > 0:
             self._idle_timer = loop.call_later(self.idle_s / IDLE_CHECK_DIVISOR,
                                                self._close_idle)
@@ -107,7 +116,8 @@ class WorkerServer:
             pass
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        self.sock.close()
+        for sock, _ in self.listeners:
+            sock.close()
 
     def _close_idle(self) -> None:
         """Kafka's idle expiry: close connections silent for connections.max.idle.ms."""
@@ -140,11 +150,18 @@ class WorkerServer:
                          "accepting again when one closes", self.quotas.broker_total())
             await asyncio.sleep(SLOT_POLL_S)
 
-    async def _accept_loop(self, loop) -> None:
+    def _credentials(self, user: str, mechanism: str):
+        """A SCRAM credential from the worker's metadata copy (None: unknown user)."""
+        lookup = getattr(self.broker.metadata, "scram_credential", None)
+        return lookup(user, mechanism) if lookup is not None else None
+
+    async def _accept_loop(self, loop, listen_sock: socket.socket, security=None) -> None:
         out = False
+        kind = TlsConnection if security is not None and security.ssl_context is not None \
+            else Connection
         while True:
             try:
-                conn_sock, addr = await loop.sock_accept(self.sock)
+                conn_sock, addr = await loop.sock_accept(listen_sock)
             except OSError as e:
                 if e.errno == errno.EINVAL:
                     # the supervisor took our listener out of the group (we missed
@@ -168,9 +185,10 @@ class WorkerServer:
             conn_sock.setblocking(False)
             try:
                 conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                conn = Connection(conn_sock, self.dispatcher, self.max_request_bytes,
-                                  on_close=self._closed, pool=self.pool,
-                                  read_buffer=self.read_buffer, clock=self.clock)
+                conn = kind(conn_sock, self.dispatcher, self.max_request_bytes,
+                            on_close=self._closed, pool=self.pool,
+                            read_buffer=self.read_buffer, clock=self.clock,
+                            security=security, credentials=self._credentials)
             except OSError:
                 self.quotas.release(host)
                 conn_sock.close()
@@ -214,12 +232,14 @@ def install_uvloop() -> None:
 
 async def run(broker, listen_sock: socket.socket, max_request_bytes: int,
               on_ready=None, grace_s: float = 5.0,
-              connection_table: ConnectionTable | None = None, worker_id: int = 0) -> int:
+              connection_table: ConnectionTable | None = None, worker_id: int = 0,
+              listeners: list | None = None) -> int:
     """Serve until SIGTERM/SIGINT. Signal handlers only set a flag (the loop does the work)."""
     loop = asyncio.get_running_loop()
     broker.start(loop)
     server = WorkerServer(broker, listen_sock, max_request_bytes,
-                          connection_table=connection_table, worker_id=worker_id)
+                          connection_table=connection_table, worker_id=worker_id,
+                          listeners=listeners)
     broker.request_stop = server.request_stop      # a failed log dir stops the worker
     if broker.log_dir_failed:                      # while start() opened the logs
         server.request_stop()

@@ -15,7 +15,8 @@ Options (on every admin subcommand, as Kafka's tools):
 Clients: confluent-kafka (AdminClient / Producer / Consumer) for everything it
 offers; the project's own protocol client (workers/kafka_client.py) for the three
 requests it lacks: DescribeLogDirs, ApiVersions per broker and OffsetDelete. That
-client speaks PLAINTEXT only, so those commands refuse another security.protocol.
+client speaks TLS and SASL from the same --command-config properties
+(mpbroker/security/client.py); an unusable one exits 2.
 confluent-kafka is imported only when a command runs, so the broker does not need it.
 
 Errors: a `CliError` (or a Kafka error from the library) ends the command with one
@@ -73,6 +74,7 @@ _BOOTSTRAP: list[str] = []     # for error messages
 def client_config(args, extra: dict | None = None) -> dict:
     """bootstrap.servers, then the --command-config file's keys, then `extra`."""
     from mpbroker.config import parse_properties
+    from mpbroker.security.client import librdkafka_properties
     conf = {"bootstrap.servers": args.bootstrap_server, "logger": _CLIENT_LOG}
     if getattr(args, "command_config", None):
         try:
@@ -81,7 +83,7 @@ def client_config(args, extra: dict | None = None) -> dict:
         except OSError as e:
             raise CliError(f"cannot read --command-config {args.command_config}: "
                            f"{e.strerror or e}", 2)
-        conf.update(props)
+        conf.update(librdkafka_properties(props))     # Java-client security keys too
         if "bootstrap.servers" in props and args.bootstrap_server == DEFAULT_BOOTSTRAP:
             conf["bootstrap.servers"] = props["bootstrap.servers"]
     if extra:
@@ -166,10 +168,14 @@ def metadata(args, client, topic: str | None = None):
 
 # ------------------------------------------------------------------ the project's client
 
-def _plaintext_only(args, what: str) -> None:
-    proto = client_config(args).get("security.protocol", "PLAINTEXT")
-    if str(proto).upper() != "PLAINTEXT":
-        raise CliError(f"{what} speaks PLAINTEXT only (security.protocol={proto})", 2)
+def _security(args):
+    """The own client's TLS/SASL from the --command-config properties (security.protocol,
+    ssl.ca.location..., sasl.mechanism, sasl.username/password or sasl.jaas.config)."""
+    from mpbroker.security.client import ClientSecurity, ClientSecurityError
+    try:
+        return ClientSecurity.from_properties(client_config(args))
+    except ClientSecurityError as e:
+        raise CliError(f"bad client configuration: {e}", 2)
 
 
 def wire_calls(args, what: str, calls: list[tuple[str, int, int, Callable[[int], dict]]]) -> list:
@@ -178,7 +184,6 @@ def wire_calls(args, what: str, calls: list[tuple[str, int, int, Callable[[int],
     `calls`: (host, port, api_key, body_for(version)); each is sent at the highest
     version both our codec and that broker support. Returns the response dicts in
     order; a broker that cannot be reached raises CliError."""
-    _plaintext_only(args, what)
     from mpbroker.protocol import api_keys, codec
 
     async def one(host, port, key, body_for):
@@ -205,12 +210,15 @@ def wire_calls(args, what: str, calls: list[tuple[str, int, int, Callable[[int],
 async def _on_connection(args, host: str, port: int, call):
     """`await call(conn)` on a fresh connection to host:port, closed after; a broker
     that cannot be reached or answered in time raises CliError."""
-    from workers.kafka_client import KafkaConnection
+    from workers.kafka_client import AuthenticationError, KafkaConnection
     timeout_ms = max(args.request_timeout_ms, 1)
     try:
         conn = await asyncio.wait_for(
             KafkaConnection.connect(host, port, client_id="mpbroker-cli",
-                                    timeout_ms=timeout_ms), timeout_ms / 1000)
+                                    timeout_ms=timeout_ms, security=_security(args)),
+            timeout_ms / 1000)
+    except AuthenticationError as e:
+        raise CliError(f"authentication failed with {host}:{port}: {e}")
     except (ConnectionError, OSError, asyncio.TimeoutError) as e:
         raise CliError(f"NETWORK_EXCEPTION: cannot connect to {host}:{port}: {e}")
     try:
@@ -222,7 +230,6 @@ async def _on_connection(args, host: str, port: int, call):
 
 
 def api_versions(args, host: str, port: int) -> dict[int, tuple[int, int]]:
-    _plaintext_only(args, "the API versions query")
     return asyncio.run(_on_connection(args, host, port, lambda conn: conn.api_versions()))
 
 

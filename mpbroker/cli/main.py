@@ -14,7 +14,8 @@ workers that serve the listener; it stays in the foreground, talks to systemd wh
 and SIGHUP (reload).
 
 Before it forks anything, `serve` validates the config (unknown keys are warned about,
-TLS/SASL listeners and an authorizer are refused), checks that every log dir is a
+an authorizer is refused; each TLS/SASL listener's settings are loaded, a bad one
+exits 2 with one line), checks that every log dir is a
 usable directory and locks it (`mpbroker/log_dir_lock.py`; the lock is inherited by
 the children and released when the last process of the broker exits).
 `serve --help-config` prints every key.
@@ -34,6 +35,7 @@ def cmd_serve(args) -> int:
     from mpbroker import config as configmod
     from mpbroker.log_dir_lock import LogDirError, claim_log_dirs
     from mpbroker.supervisor import Supervisor
+    from workers.listener_security import SecurityConfigError, listener_securities
 
     if args.help_config:
         sys.stdout.write(configmod.describe_keys_text())
@@ -62,12 +64,14 @@ def cmd_serve(args) -> int:
     for name in cfg.ignored:
         log.info("The configuration '%s' is a Kafka config that mpbroker does not use; ignored.", name)
     try:
-        listener = cfg.listeners[0]
-        advertised = cfg.advertised_listeners[0]
+        listeners = _listeners_in_bind_order(cfg)
+        listener_securities(cfg, [(e.listener_name, e.security_protocol) for e, _ in listeners])
     except (configmod.ConfigError, IndexError) as e:
         print(f"mpbroker: bad listeners: {e}", file=sys.stderr)
         return 2
-    host, port = listener.host or "0.0.0.0", listener.port
+    except SecurityConfigError as e:
+        print(f"mpbroker: {e}", file=sys.stderr)
+        return 2
     try:
         supervisor = Supervisor(cfg, load_config=load)
     except configmod.ConfigError as e:
@@ -86,17 +90,42 @@ def cmd_serve(args) -> int:
         locks.release()
         print(f"mpbroker: {problem}", file=sys.stderr)
         return 2
-    try:
-        supervisor.bind(host, port, advertised.host, advertised.port)
-    except OSError as e:
-        print(f"mpbroker: cannot listen on {host}:{port}: {e}", file=sys.stderr)
-        return 2
+    for listener, advertised in listeners:
+        host, port = listener.host or "0.0.0.0", listener.port
+        try:
+            supervisor.bind(host, port, advertised.host if advertised else host,
+                            advertised.port if advertised else port,
+                            listener.listener_name, listener.security_protocol,
+                            advertise=advertised is not None)
+        except OSError as e:
+            locks.release()
+            print(f"mpbroker: cannot listen on {host}:{port}: {e}", file=sys.stderr)
+            return 2
     from mpbroker.proctitle import set_title
     set_title("supervisor")
     try:
         return supervisor.run()
     finally:
         locks.release()
+
+
+def _listeners_in_bind_order(cfg) -> list:
+    """[(listener Endpoint, its advertised Endpoint or None)], the inter-broker listener
+    first (the address the controller registers); a broker without other brokers may
+    have no inter-broker listener (then the first listener leads)."""
+    from mpbroker import config as configmod
+    listeners = cfg.listeners
+    if not listeners:
+        raise IndexError("no listener")
+    advertised = {e.listener_name: e for e in cfg.advertised_listeners}
+    try:
+        lead = cfg.inter_broker_listener.listener_name
+    except configmod.ConfigError:
+        if cfg.uses_zookeeper:
+            raise
+        lead = listeners[0].listener_name
+    ordered = sorted(listeners, key=lambda e: e.listener_name != lead)
+    return [(e, advertised.get(e.listener_name)) for e in ordered]
 
 
 def _admin_socket_problem(path: str) -> str | None:

@@ -18,6 +18,9 @@ from mpbroker.config.values import parse_value, to_string
 from mpbroker.ignored_configs import is_ignored
 
 
+LISTENER_OVERRIDE_PREFIX = "listener.name."
+
+
 def _usable_cpus() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -41,7 +44,8 @@ class BrokerConfig:
         self.dynamic_default: Dict[str, str] = {k: str(v) for k, v in (dynamic_default or {}).items()}
         self._cpu_count = cpu_count if cpu_count is not None else _usable_cpus()
         self._cwd = cwd
-        others = [k for k in self.static if k not in BROKER_CONFIGS and not k.startswith(PLACEMENT_PREFIX)]
+        others = [k for k in self.static if k not in BROKER_CONFIGS and not k.startswith(PLACEMENT_PREFIX)
+                  and not is_listener_override(k)]
         # Kafka keys mpbroker accepts and ignores, and the rest: typos (mpbroker/ignored_configs.py)
         self.ignored = sorted(k for k in others if is_ignored(k))
         self.unknown = sorted(k for k in others if not is_ignored(k))
@@ -288,22 +292,41 @@ class BrokerConfig:
         self._check_security()
 
     def _check_security(self) -> None:
-        """mpbroker serves PLAINTEXT only: a TLS or SASL listener, or an authorizer, would
-        be served without the protection it asks for, so they are refused."""
-        for name, endpoints in (("listeners", self.listeners), ("advertised.listeners", self.advertised_listeners)):
-            for e in endpoints:
-                if e.security_protocol != "PLAINTEXT":
-                    raise ConfigError(f"{name}: listener {e.listener_name} uses security protocol "
-                                      f"{e.security_protocol}, which mpbroker does not implement "
-                                      "(only PLAINTEXT listeners are supported)", name)
-        if self.values["security.inter.broker.protocol"] != "PLAINTEXT":
-            raise ConfigError("security.inter.broker.protocol: mpbroker does not implement "
-                              f"{self.values['security.inter.broker.protocol']} (only PLAINTEXT)",
-                              "security.inter.broker.protocol")
+        """TLS/SASL listeners are served (mpbroker/security/); an authorizer is not yet,
+        and would leave every client unchecked, so it is refused."""
         if self.values["authorizer.class.name"]:
             raise ConfigError(f"authorizer.class.name={self.values['authorizer.class.name']}: mpbroker has no "
                               "authorizer and would serve every client unchecked; remove the key",
                               "authorizer.class.name")
+
+    @property
+    def inter_broker_listener(self) -> Endpoint:
+        """The advertised endpoint the broker's own connections use (Kafka's rule:
+        inter.broker.listener.name, else the listener named like
+        security.inter.broker.protocol)."""
+        adv = self.advertised_listeners
+        name = self.values["inter.broker.listener.name"]
+        if name:
+            return next(e for e in adv if e.listener_name == name.upper())
+        proto = self.values["security.inter.broker.protocol"]
+        for e in adv:
+            if e.listener_name == proto:
+                return e
+        raise ConfigError(f"security.inter.broker.protocol={proto}: no listener named {proto} "
+                          "(set inter.broker.listener.name)")
+
+
+def is_listener_override(name: str) -> bool:
+    """`listener.name.<listener>.<key>` or `listener.name.<listener>.<mechanism>.sasl.jaas.config`
+    (Kafka's per-listener overrides of the ssl.*, sasl.* and connection keys)."""
+    if not name.startswith(LISTENER_OVERRIDE_PREFIX):
+        return False
+    rest = name[len(LISTENER_OVERRIDE_PREFIX):].split(".", 1)
+    if len(rest) != 2:
+        return False
+    key = rest[1]
+    return key in BROKER_CONFIGS or key.endswith("sasl.jaas.config") or key.endswith(
+        ".sasl.login.callback.handler.class") or key.endswith(".sasl.server.callback.handler.class")
 
 
 def unknown_config_warning(name: str) -> str:

@@ -17,6 +17,19 @@ class Endpoint(NamedTuple):
     security_protocol: str
 
 
+class Advertised(tuple):
+    """(host, port) of the broker's inter-broker listener as advertised (what the
+    controller registers as the broker's address), carrying `endpoints`: every
+    advertised listener as (name, host, port, security protocol), ports resolved."""
+
+    endpoints: tuple
+
+    def __new__(cls, host: str, port: int, endpoints=()):
+        self = super().__new__(cls, (host, port))
+        self.endpoints = tuple(endpoints)
+        return self
+
+
 _LISTENER_RE = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
 

@@ -103,10 +103,13 @@ class EmbeddedController:
         self.cfg = cfg
         self._broker_cfg = self.dynamic.over(cfg)
 
-    def register_broker(self, broker_id: int, host: str, port: int, rack=None) -> None:
+    def register_broker(self, broker_id: int, host: str, port: int, rack=None,
+                        endpoints: tuple = ()) -> None:
+        """`endpoints`: every advertised listener, ((name, host, port), ...)."""
         if broker_id < 0:
             broker_id = self.broker_id
-        md = model.register_broker(self.md, model.Broker(broker_id, host, port, rack))
+        md = model.register_broker(self.md, model.Broker(broker_id, host, port, rack,
+                                                         tuple(endpoints)))
         self._commit(model.set_controller(md, broker_id))
 
     def close(self) -> None:

@@ -174,38 +174,51 @@ class BrokerInfo:
     port: int
     rack: Optional[str] = None
     epoch: int = -1          # the czxid of the registration znode
+    endpoints: tuple = ()    # ((listener name, host, port), ...) as registered
 
 
 def broker_json(broker_id: int, host: str, port: int, rack: Optional[str] = None,
-                now_ms: Optional[int] = None) -> bytes:
+                now_ms: Optional[int] = None, endpoints: tuple = ()) -> bytes:
+    """Kafka's v5 registration; `endpoints` ((name, host, port, protocol), ...) are every
+    advertised listener (default: one PLAINTEXT at host:port). host/port are the
+    PLAINTEXT listener's, as Kafka writes them (its inter-broker listener's here when
+    there is no PLAINTEXT one, for readers that look only at host/port)."""
     ts = int(time.time() * 1000) if now_ms is None else now_ms
-    d = {"listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-         "endpoints": [f"PLAINTEXT://{host}:{port}"], "jmx_port": -1, "features": {},
-         "host": host, "timestamp": str(ts), "port": port, "version": 5}
+    endpoints = endpoints or (("PLAINTEXT", host, port, "PLAINTEXT"),)
+    for name, h, p, _ in endpoints:
+        if name == "PLAINTEXT":
+            host, port = h, p
+    d = {"listener_security_protocol_map": {e[0]: e[3] for e in endpoints},
+         "endpoints": [f"{e[0]}://{e[1]}:{e[2]}" for e in endpoints], "jmx_port": -1,
+         "features": {}, "host": host, "timestamp": str(ts), "port": port, "version": 5}
     if rack is not None:
         d["rack"] = rack
     return _dumps(d)
 
 
-def parse_broker(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
-    """Host and port of the PLAINTEXT endpoint (else the first endpoint, else host/port)."""
+def parse_broker(broker_id: int, data: bytes, czxid: int = -1,
+                 listener: Optional[str] = None) -> BrokerInfo:
+    """Host and port of the `listener` endpoint (the inter-broker one), else PLAINTEXT,
+    else the first endpoint, else host/port; and every endpoint."""
     d = _loads(data, broker_path(broker_id))
     if not isinstance(d, dict):
         raise ZkDataError(f"{broker_path(broker_id)}: not an object")
     host, port = d.get("host"), d.get("port")
     endpoints = d.get("endpoints") or []
-    chosen = None
+    chosen, rank, parsed = None, 3, []
     for ep in endpoints:
         if isinstance(ep, str) and "://" in ep:
             name, addr = ep.split("://", 1)
-            if chosen is None or name == "PLAINTEXT":
-                chosen = addr
+            h, _, p = addr.rpartition(":")
+            parsed.append((name, h.strip("[]"), int(p)))
+            r = 0 if name == listener else 1 if name == "PLAINTEXT" else 2
+            if r < rank:
+                chosen, rank = parsed[-1], r
     if chosen is not None:
-        h, _, p = chosen.rpartition(":")
-        host, port = h.strip("[]"), int(p)
+        host, port = chosen[1], chosen[2]
     if not isinstance(host, str) or not isinstance(port, int) or port < 0:
         raise ZkDataError(f"{broker_path(broker_id)}: no usable endpoint in {data!r}")
-    return BrokerInfo(broker_id, host, port, d.get("rack"), czxid)
+    return BrokerInfo(broker_id, host, port, d.get("rack"), czxid, tuple(parsed))
 
 
 # ------------------------------------------------------------------ topics

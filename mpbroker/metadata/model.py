@@ -106,9 +106,23 @@ def generate_cluster_id(rng: Optional[random.Random] = None) -> str:
 @dataclass(frozen=True)
 class Broker:
     id: int
-    host: str
+    host: str                # the inter-broker listener's advertised address
     port: int
     rack: Optional[str] = None
+    # every advertised listener (issue #17): ((listener name, host, port), ...);
+    # empty (older metadata): host/port serve every listener
+    endpoints: Tuple[Tuple[str, str, int], ...] = ()
+
+    def address(self, listener_name: Optional[str]) -> Optional[Tuple[str, int]]:
+        """(host, port) of `listener_name` (Kafka answers Metadata and FindCoordinator
+        with the endpoints of the listener the client connected to), None when this
+        broker has no such listener."""
+        if not self.endpoints or listener_name is None:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener_name:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True)
@@ -629,7 +643,8 @@ def to_dict(md: ClusterMetadata) -> dict:
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,
         "epoch": md.epoch,
-        "brokers": [{"id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+        "brokers": [{"id": b.id, "host": b.host, "port": b.port, "rack": b.rack,
+                     **({"endpoints": [list(e) for e in b.endpoints]} if b.endpoints else {})}
                     for b in sorted(md.brokers.values(), key=lambda b: b.id)],
         "topics": [{
             "name": t.name,
@@ -652,7 +667,8 @@ def to_dict(md: ClusterMetadata) -> dict:
 def from_dict(d: Mapping) -> ClusterMetadata:
     if d.get("version") != 1:
         raise ValueError(f"unsupported metadata version {d.get('version')!r}")
-    brokers = {b["id"]: Broker(b["id"], b["host"], b["port"], b.get("rack")) for b in d["brokers"]}
+    brokers = {b["id"]: Broker(b["id"], b["host"], b["port"], b.get("rack"),
+                               tuple(tuple(e) for e in b.get("endpoints", ()))) for b in d["brokers"]}
     topics = {}
     for t in d["topics"]:
         parts = {p["partition"]: PartitionState(p["partition"], p["leader"], p["leader_epoch"], p["replicas"],

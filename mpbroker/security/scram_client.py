@@ -5,6 +5,9 @@ token, `verify(server_final)` (raises `ScramClientError` unless the server prove
 knows the credential). Tokens travel in SaslAuthenticate's auth_bytes; `exchange(client,
 send)` runs the two round trips over `send(token) -> awaitable server token` (the
 connection's SaslAuthenticate request, after a SaslHandshake naming `client.mechanism`).
+As a `SaslClient` (mpbroker/security/sasl.py, registered for both mechanisms at import:
+workers/kafka_client.py drives it), `evaluate(server_first)` is `final`, and
+`evaluate(server_final)` is `verify`, after which the client is `complete`.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import hmac
 import secrets
 from typing import Awaitable, Callable, Optional
 
+from mpbroker.security.sasl import register_client
 from mpbroker.security.scram import auth_message, username_to_sasl_name
 from mpbroker.security.scram_credentials import (MIN_ITERATIONS, client_key, hmac_digest, mechanism,
                                                  salted_password, server_key, stored_key)
@@ -35,6 +39,7 @@ class ScramClient:
         self._nonce = nonce or secrets.token_urlsafe(24)
         self._bare = f"n={username_to_sasl_name(username)},r={self._nonce}"
         self._server_signature: Optional[bytes] = None
+        self.complete = False
 
     def first(self) -> bytes:
         return (GS2_HEADER + self._bare).encode("utf-8")
@@ -75,9 +80,23 @@ class ScramClient:
             raise ScramClientError("Invalid SCRAM server final message") from None
         if not hmac.compare_digest(got, self._server_signature):
             raise ScramClientError("Invalid server signature in server final message")
+        self.complete = True
+
+    def evaluate(self, challenge: bytes) -> bytes:
+        """The SaslClient step: the client-final token for the server-first message, then
+        nothing once the server-final message is verified."""
+        if self._server_signature is None:
+            return self.final(challenge)
+        self.verify(challenge)
+        return b""
 
 
 async def exchange(client: ScramClient, send: Callable[[bytes], Awaitable[bytes]]) -> None:
     """Authenticate: client-first, client-final, then check the server's signature."""
-    server_first = await send(client.first())
-    client.verify(await send(client.final(server_first)))
+    token = client.first()
+    while not client.complete:
+        token = client.evaluate(await send(token))
+
+
+for _name in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+    register_client(_name, lambda username, password, _n=_name: ScramClient(_n, username, password))

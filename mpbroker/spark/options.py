@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from mpbroker.security.client import librdkafka_properties
+
 EARLIEST = -2
 LATEST = -1
 
@@ -121,7 +123,10 @@ def client_config(options: Mapping[str, str]) -> dict[str, str]:
     """Settings for confluent-kafka: `kafka.X` options as `X`, plus `bootstrap.servers`
     and `isolation.level` given without the prefix."""
     opts = lower_keys(options)
-    conf = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+    # security: librdkafka's keys pass through; the Java client's (kafka.sasl.jaas.config,
+    # kafka.ssl.truststore.location of a PEM file, ...) are translated
+    conf = librdkafka_properties({k[len("kafka."):]: v for k, v in opts.items()
+                                  if k.startswith("kafka.")})
     for name in ("bootstrap.servers", "isolation.level"):
         if name in opts:
             conf[name] = opts[name]

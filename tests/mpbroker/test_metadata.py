@@ -387,3 +387,14 @@ def test_partition_growth_counts_once_and_bounds_the_request(monkeypatch):
     growth.grow("g0", 5001)
     assert code_of(growth.grow, "g1", 5001)[0] == ErrorCode.POLICY_VIOLATION   # 10,000 new in all
     assert code_of(growth.grow, "nope", 2)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_broker_answers_the_address_of_the_listener_asked_for():
+    """Issue #17: Metadata/FindCoordinator answer the client's listener's endpoint;
+    a broker without that listener is left out; older metadata (no endpoints) has one."""
+    b = Broker(1, "10.0.0.1", 9095, None, (("INTERNAL", "10.0.0.1", 9095), ("SSL", "h", 9093)))
+    assert b.address("SSL") == ("h", 9093) and b.address("PLAINTEXT") is None
+    assert b.address(None) == ("10.0.0.1", 9095)
+    assert Broker(2, "h", 9092).address("SSL") == ("h", 9092)
+    md = m.register_broker(m.ClusterMetadata("c"), b)
+    assert m.from_dict(json.loads(json.dumps(m.to_dict(md)))).brokers[1] == b

@@ -308,3 +308,22 @@ def test_a_worker_late_on_heartbeats_leaves_the_listener_group_and_rejoins(tmp_p
         for sock in list(s.held):
             sock.close()
         s.reserve.close()
+
+
+def test_every_listener_is_reserved_and_advertised_with_the_first_leading(tmp_path):
+    """Issue #17: bind() once per listener; the first is the inter-broker one
+    (`listen`, `advertised`), `advertised.endpoints` lists them all, and a worker gets a
+    socket of each (worker_listener(i)) in its own SO_REUSEPORT group."""
+    s = make_supervisor(broker_config(tmp_path))
+    try:
+        port = s.bind("127.0.0.1", 0, "broker1.example", 0, "SSL", "SSL")
+        assert tuple(s.advertised) == ("127.0.0.1", s.listen[1])
+        assert s.advertised.endpoints == (("PLAINTEXT", "127.0.0.1", s.listen[1], "PLAINTEXT"),
+                                          ("SSL", "broker1.example", port, "SSL"))
+        plain, tls = s.worker_listener(0), s.worker_listener(1)
+        assert plain.getsockname()[1] == s.listen[1] and tls.getsockname()[1] == port
+    finally:
+        for sock in list(s.held):
+            sock.close()
+        for b in s.bound:
+            b.reserve.close()

@@ -229,3 +229,124 @@ def test_idle_file_handles_are_closed(tmp_path, monkeypatch):
         else:
             assert os.readlink(f"/proc/self/fd/{fd}") != sl.path, "handle still open"
     _front(test)
+
+
+# ------------------------------------------------------------------ SASL gating (issue #17)
+class SaslDispatcher:
+    """The real SASL handlers for keys 17/36; any other request answers b"ok"."""
+
+    def __init__(self):
+        self.served = []
+
+    def dispatch(self, ctx, frame, pos):
+        from mpbroker.protocol import codec
+        from workers.handlers import sasl_authenticate, sasl_handshake
+        handlers = {17: sasl_handshake.handle, 36: sasl_authenticate.handle}
+        self.served.append(ctx.api_key)
+        if ctx.api_key in handlers:
+            req = codec.decode_request(ctx.api_key, ctx.api_version, frame, pos)
+            body = handlers[ctx.api_key](None, ctx, req)
+
+            async def encode(body):
+                body = await body if asyncio.iscoroutine(body) else body
+                return framing.frame_response(ctx.api_key, ctx.api_version, ctx.correlation_id,
+                                              codec.encode_response(ctx.api_key, ctx.api_version, body))
+            return asyncio.ensure_future(encode(body))
+        tail = b"ok" + ctx.principal.encode()
+        return [struct.pack(">ii", 4 + len(tail), ctx.correlation_id), tail]
+
+
+def sasl_security():
+    from workers.listener_security import ListenerSecurity
+    return ListenerSecurity.from_config(
+        {"sasl.enabled.mechanisms": "PLAIN", "connection.failed.authentication.delay.ms": 0,
+         "sasl.jaas.config": 'x.PlainLoginModule required user_alice="pw";'},
+        "SASL_PLAINTEXT", "SASL_PLAINTEXT")
+
+
+def sasl_request(key, version, cid, body: dict) -> bytes:
+    from mpbroker.protocol import codec
+    data = framing.encode_request_header(key, version, cid, "c") + bytes(
+        codec.encode_request(key, version, body))
+    return struct.pack(">i", len(data)) + data
+
+
+async def read_frame(b) -> bytes:
+    loop = asyncio.get_running_loop()
+    head = b""
+    while len(head) < 4:
+        chunk = await loop.sock_recv(b, 4 - len(head))
+        assert chunk, "closed"
+        head += chunk
+    n = struct.unpack(">i", head)[0]
+    out = b""
+    while len(out) < n:
+        chunk = await loop.sock_recv(b, n - len(out))
+        assert chunk, "closed"
+        out += chunk
+    return out
+
+
+def test_sasl_listener_closes_on_a_request_before_authentication():
+    async def test(a, b):
+        disp = SaslDispatcher()
+        conn = Connection(a, disp, 1 << 20, security=sasl_security())
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(sasl_request(3, 1, 1, {"topics": None}))       # Metadata
+        await asyncio.wait_for(task, 5)
+        assert disp.served == [] and conn.closed
+    run(test)
+
+
+def test_sasl_v1_then_requests_carry_the_principal_and_a_failure_closes():
+    async def test(a, b):
+        disp = SaslDispatcher()
+        conn = Connection(a, disp, 1 << 20, security=sasl_security())
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(sasl_request(17, 1, 1, {"mechanism": "PLAIN"}))
+        await read_frame(b)
+        b.sendall(sasl_request(36, 1, 2, {"auth_bytes": b"\0alice\0pw"}))
+        await read_frame(b)
+        b.sendall(sasl_request(3, 1, 3, {"topics": None}))
+        assert (await read_frame(b)).endswith(b"okUser:alice")
+        assert conn.principal == "User:alice"
+        b.close()
+        await asyncio.wait_for(task, 5)
+
+    async def failing(a, b):
+        conn = Connection(a, SaslDispatcher(), 1 << 20, security=sasl_security())
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(sasl_request(17, 1, 1, {"mechanism": "PLAIN"}))
+        await read_frame(b)
+        b.sendall(sasl_request(36, 1, 2, {"auth_bytes": b"\0alice\0nope"}))
+        answer = await read_frame(b)
+        assert b"Invalid username or password" in answer
+        await asyncio.wait_for(task, 5)              # closed after the answer
+        assert conn.principal == "User:ANONYMOUS"
+    run(test)
+    run(failing)
+
+
+def test_sasl_v0_bare_token_and_an_oversized_frame():
+    async def test(a, b):
+        conn = Connection(a, SaslDispatcher(), 1 << 20, security=sasl_security())
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(sasl_request(17, 0, 1, {"mechanism": "PLAIN"}))
+        await read_frame(b)
+        token = b"\0alice\0pw"
+        b.sendall(struct.pack(">i", len(token)) + token)
+        assert await read_frame(b) == b""
+        assert conn.principal == "User:alice"
+        b.close()
+        await asyncio.wait_for(task, 5)
+
+    async def oversized(a, b):
+        sec = sasl_security()
+        sec.max_receive_size = 100
+        conn = Connection(a, SaslDispatcher(), 1 << 20, security=sec)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(sasl_request(17, 1, 1, {"mechanism": "P" * 200}))
+        await asyncio.wait_for(task, 5)
+        assert conn.closed
+    run(test)
+    run(oversized)

@@ -30,6 +30,7 @@ from workers.handlers import (alter_partition_reassignments, controlled_shutdown
 from workers.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
                               end_txn, list_transactions, txn_offset_commit)
 from workers.handlers import alter_replica_log_dirs, describe_log_dirs
+from workers.handlers import sasl_authenticate, sasl_handshake
 from workers.handlers import user_scram_credentials
 from workers.router import merge_list_groups, merge_list_transactions
 from workers.scope import (GROUP, LOCAL, PARTITION, TXN, Scope, cluster, cluster_by_request,
@@ -59,6 +60,8 @@ HANDLERS: dict[int, Handler] = {
     api_keys.LIST_OFFSETS:            Handler(list_offsets.handle, 0, 11, PARTITION),
     api_keys.METADATA:                Handler(metadata.handle, 0, 13),
     api_keys.API_VERSIONS:            Handler(api_versions.handler(advertised_versions), 0, 4),
+    api_keys.SASL_HANDSHAKE:          Handler(sasl_handshake.handle, 0, 1),
+    api_keys.SASL_AUTHENTICATE:       Handler(sasl_authenticate.handle, 0, 2),
     api_keys.CREATE_TOPICS:           Handler(create_topics.handle, 0, 7),
     api_keys.DELETE_TOPICS:           Handler(delete_topics.handle, 0, 6),
     api_keys.DELETE_RECORDS:          Handler(delete_records.handle, 0, 2, PARTITION),

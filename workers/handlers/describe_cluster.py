@@ -17,6 +17,8 @@ def handle(broker, ctx, req):
         resp["error_code"] = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         resp["error_message"] = "The broker only handles broker endpoint types"
         return resp
-    resp["brokers"] = [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack,
-                        "is_fenced": False} for b in md.brokers.values()]
+    listener = getattr(ctx, "listener_name", None)
+    resp["brokers"] = [{"broker_id": b.id, "host": a[0], "port": a[1], "rack": b.rack,
+                        "is_fenced": False}
+                       for b in md.brokers.values() for a in [b.address(listener)] if a is not None]
     return resp

@@ -9,7 +9,7 @@ from mpbroker.metadata.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from mpbroker.protocol.errors import ErrorCode
 
 
-def locate(broker, key: str, key_type: int) -> dict:
+def locate(broker, key: str, key_type: int, listener_name: str | None = None) -> dict:
     out = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": 0,
            "error_message": None}
     if key_type == 0:
@@ -45,7 +45,11 @@ def locate(broker, key: str, key_type: int) -> dict:
     if node is None:
         out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return out
-    out.update(node_id=node.id, host=node.host, port=node.port)
+    address = node.address(listener_name)
+    if address is None:         # the coordinator has no listener of this name
+        out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return out
+    out.update(node_id=node.id, host=address[0], port=address[1])
     return out
 
 
@@ -64,10 +68,11 @@ def handle(broker, ctx, req):
 
 
 def _answer(broker, ctx, req):
+    listener = getattr(ctx, "listener_name", None)
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
-            locate(broker, k, req.get("key_type", 0)) for k in req["coordinator_keys"]]}
-    c = locate(broker, req["key"], req.get("key_type", 0))
+            locate(broker, k, req.get("key_type", 0), listener) for k in req["coordinator_keys"]]}
+    c = locate(broker, req["key"], req.get("key_type", 0), listener)
     return {"throttle_time_ms": 0, "error_code": c["error_code"],
             "error_message": c["error_message"], "node_id": c["node_id"], "host": c["host"],
             "port": c["port"]}

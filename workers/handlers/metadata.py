@@ -129,8 +129,9 @@ def _response(broker, ctx, req, create_errors: dict):
             else:
                 topics.append(_error_entry(name, create_errors.get(
                     name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
-    brokers = [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in md.brokers.values()]
+    listener = getattr(ctx, "listener_name", None)
+    brokers = [{"node_id": b.id, "host": a[0], "port": a[1], "rack": b.rack}
+               for b in md.brokers.values() for a in [b.address(listener)] if a is not None]
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": md.cluster_id,
             "controller_id": md.controller_id, "topics": topics,
             "cluster_authorized_operations": -2147483648, "error_code": ErrorCode.NONE}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
+from mpbroker.security.client import inter_broker_cached
 from workers.kafka_client import KafkaConnection
 
 CONNECT_TIMEOUT_MS = 5000
@@ -34,7 +35,7 @@ class BrokerChannels:
             raise ConnectionError(f"broker {broker_id} is not registered")
         c = await KafkaConnection.connect(
             node.host, node.port, client_id=f"mpbroker-{self.broker.broker_id}-txn",
-            timeout_ms=CONNECT_TIMEOUT_MS)
+            timeout_ms=CONNECT_TIMEOUT_MS, security=inter_broker_cached(self.broker.config))
         old = self.conns.get(broker_id)
         if old is not None and not old.closed:     # another caller won the race
             asyncio.ensure_future(c.close())

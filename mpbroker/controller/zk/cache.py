@@ -30,6 +30,7 @@ class ZnodeCache:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._broker_cfg = broker_cfg
+        self.inter_broker_listener: str | None = None   # the controller sets it (issue #17)
         self.brokers: Dict[int, zkdata.BrokerInfo] = {}
         self.topics: Dict[str, zkdata.TopicAssignment] = {}
         self.topic_versions: Dict[str, int] = {}
@@ -118,7 +119,8 @@ class ZnodeCache:
             try:
                 bid = int(s)
                 data, stat = await self._get(zkdata.broker_path(bid))
-                brokers[bid] = zkdata.parse_broker(bid, data, stat.czxid)
+                brokers[bid] = zkdata.parse_broker(bid, data, stat.czxid,
+                                                   self.inter_broker_listener)
             except NoNodeError:
                 continue
             except (ValueError, zkdata.ZkDataError) as e:
@@ -293,7 +295,8 @@ class ZnodeCache:
 
     def build(self, epoch: int) -> model.ClusterMetadata:
         """The metadata view of the cache (`epoch`: the caller's; it bumps it on a change)."""
-        brokers = {i: model.Broker(b.id, b.host, b.port, b.rack) for i, b in sorted(self.brokers.items())}
+        brokers = {i: model.Broker(b.id, b.host, b.port, b.rack, b.endpoints)
+                   for i, b in sorted(self.brokers.items())}
         topics = {}
         me = self.broker_id
         for name, ta in self.topics.items():

@@ -23,6 +23,7 @@ from mpbroker.controller import broker_requests
 from mpbroker.controller.zk.cache import ZnodeCache
 from mpbroker.controller.zk.controllership import Controllership
 from mpbroker.protocol.errors import ErrorCode
+from mpbroker.security.client import inter_broker_cached
 from workers.kafka_client import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class BrokerChannel:
                 if conn is None or conn.closed:
                     conn = self._conns[b] = await KafkaConnection.connect(
                         info.host, info.port, client_id=f"mpbroker-controller-{self.broker_id}",
-                        timeout_ms=5000)
+                        timeout_ms=5000, security=inter_broker_cached(self.cache._broker_cfg()))
                 head = {"controller_id": self.broker_id,
                         "controller_epoch": self.controllership.epoch, "broker_epoch": info.epoch}
                 if box["lai"]:

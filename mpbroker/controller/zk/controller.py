@@ -68,6 +68,10 @@ class ZkController:
         self._task: Optional[asyncio.Task] = None
         # the parts
         self.cache = ZnodeCache(self.session, self.broker_id, self.cluster_id, self.broker_config)
+        try:
+            self.cache.inter_broker_listener = cfg.inter_broker_listener.listener_name
+        except configmod.ConfigError:
+            pass            # the first listener's address is used (ZooKeeper's host/port)
         self.controllership = Controllership(self.session, self.cache, self.broker_id,
                                              self.broker_config)
         self.channel = BrokerChannel(self.cache, self.controllership, self.broker_id)
@@ -158,7 +162,8 @@ class ZkController:
         goes away when its session expires: wait for that, then fail clearly."""
         zk, call = self.zk, self.session.call
         path = zkdata.broker_path(self.broker_id)
-        data = zkdata.broker_json(self.broker_id, *self.advertised, rack=self.cfg.get("broker.rack"))
+        data = zkdata.broker_json(self.broker_id, *self.advertised, rack=self.cfg.get("broker.rack"),
+                                  endpoints=getattr(self.advertised, "endpoints", ()))
         deadline = time.monotonic() + self.session.session_timeout_s * 2 + 5
         while True:
             try:

@@ -27,6 +27,7 @@ from mpbroker.controller.zk.channel import BrokerChannel
 from mpbroker.controller.zk.controllership import Controllership
 from mpbroker.controller.zk.session import ZkSession
 from mpbroker.protocol.errors import ErrorCode
+from mpbroker.security.client import inter_broker_cached
 from workers.kafka_client import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,8 @@ class IsrChanges:
         """ControlledShutdown v3 to the active controller -> (error_code, remaining)."""
         conn = await KafkaConnection.connect(
             controller.host, controller.port,
-            client_id=f"mpbroker-{self.broker_id}-controlled-shutdown", timeout_ms=30000)
+            client_id=f"mpbroker-{self.broker_id}-controlled-shutdown", timeout_ms=30000,
+            security=inter_broker_cached(self._broker_cfg()))
         try:
             resp = await conn.request(CONTROLLED_SHUTDOWN, 3, {
                 "broker_id": self.broker_id, "broker_epoch": self._broker_epoch()})

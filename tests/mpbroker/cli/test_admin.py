@@ -54,14 +54,19 @@ def test_unusable_command_config_exits_2(tmp_path):
     assert "cannot read --command-config" in line
 
 
-def test_own_client_refuses_other_security_protocols(tmp_path):
-    """DescribeLogDirs / ApiVersions / OffsetDelete go over the project's PLAINTEXT client."""
-    tls = tmp_path / "tls.properties"
-    tls.write_text("security.protocol=SSL\n")
-    args = SimpleNamespace(bootstrap_server="h:1", command_config=str(tls), request_timeout_ms=1000)
-    with pytest.raises(A.CliError) as e:
-        A.wire_calls(args, "log-dirs", [("h", 1, 35, lambda v: {"topics": None})])
-    assert e.value.code == 2 and "PLAINTEXT only (security.protocol=SSL)" in str(e.value)
+def test_own_client_refuses_an_unusable_security_config(tmp_path):
+    """DescribeLogDirs / ApiVersions / OffsetDelete go over the project's own client, which
+    reads the same TLS/SASL properties: a missing CA file or SASL without credentials is 2."""
+    for text, message in (("security.protocol=SSL\nssl.ca.location=/nonexistent/ca.pem\n",
+                           "ssl.ca.location=/nonexistent/ca.pem: cannot read"),
+                          ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n",
+                           "SASL needs sasl.username")):
+        conf = tmp_path / "client.properties"
+        conf.write_text(text)
+        args = SimpleNamespace(bootstrap_server="h:1", command_config=str(conf), request_timeout_ms=1000)
+        with pytest.raises(A.CliError) as e:
+            A.wire_calls(args, "log-dirs", [("h", 1, 35, lambda v: {"topics": None})])
+        assert e.value.code == 2 and message in str(e.value)
 
 
 def test_unreachable_broker_is_one_line():

@@ -61,12 +61,12 @@ def test_second_broker_on_a_locked_log_dir_is_refused(one_worker_broker, tmp_pat
 def test_unknown_key_warned_at_start_and_on_sighup(one_worker_broker):
     b = one_worker_broker
     with open(b.config_path, "a") as f:
-        f.write("log.retention.hourz=1\nssl.keystore.location=/nowhere\n")
+        f.write("log.retention.hourz=1\nssl.keymanager.algorithm=SunX509\n")
     since = b.log_size()
     os.kill(b.proc.pid, signal.SIGHUP)
     text = b.wait_for_log("SIGHUP: config reloaded", since)
     assert "SIGHUP: The configuration 'log.retention.hourz' was supplied but isn't a known config." in text
-    assert "ssl.keystore.location" not in text       # a Kafka key mpbroker ignores: no warning
+    assert "ssl.keymanager.algorithm" not in text       # a Kafka key mpbroker ignores: no warning
     assert "take effect after a restart" not in text
     b.stop(timeout=30)
     since = b.log_size()
@@ -96,10 +96,12 @@ def test_unusable_log_dirs_exit_2_with_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("listeners=SSL://127.0.0.1:0", "mpbroker: listeners: listener SSL uses security protocol SSL, "
-                                    "which mpbroker does not implement (only PLAINTEXT listeners are supported)"),
-    ("listeners=SASL_PLAINTEXT://127.0.0.1:0", "mpbroker: listeners: listener SASL_PLAINTEXT uses security "
-     "protocol SASL_PLAINTEXT, which mpbroker does not implement (only PLAINTEXT listeners are supported)"),
+    # TLS/SASL listeners are served (issue #17); one without what it needs is refused
+    ("listeners=SSL://127.0.0.1:0", "mpbroker: listener SSL: ssl.keystore.location (or ssl.keystore.key "
+                                    "and ssl.keystore.certificate.chain) must be set for a TLS listener"),
+    ("listeners=SASL_PLAINTEXT://127.0.0.1:0 sasl.enabled.mechanisms=PLAIN",
+     "mpbroker: listener SASL_PLAINTEXT: SASL/PLAIN needs listener.name.sasl_plaintext.plain.sasl.jaas.config "
+     "(or sasl.jaas.config) with a PlainLoginModule entry"),
     ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
      "mpbroker: authorizer.class.name=kafka.security.authorizer.AclAuthorizer: mpbroker has no authorizer "
      "and would serve every client unchecked; remove the key"),
@@ -107,7 +109,7 @@ def test_unusable_log_dirs_exit_2_with_one_line(tmp_path):
                             "Not a number of type INT"),
 ])
 def test_config_errors_exit_2_with_one_line(tmp_path, override, message):
-    r = serve(tmp_path, override)
+    r = serve(tmp_path, *override.split(" "))
     assert (r.returncode, r.stderr) == (2, message + "\n")
     assert not (tmp_path / "data").exists()
 

@@ -124,29 +124,42 @@ def test_num_workers_defaults_to_usable_cpus():
 
 
 def test_typos_are_unknown_and_kafka_keys_mpbroker_ignores_are_not():
-    c = cfg(**{"log.dirz": "x", "ssl.keystore.location": "/k", "metric.reporters": "",
-               "controller.quorum.voters": "1@h:9093", "sasl.enabled.mechanisms": "PLAIN"})
-    assert c.unknown == ["log.dirz"]
-    assert c.ignored == ["controller.quorum.voters", "metric.reporters", "sasl.enabled.mechanisms",
-                         "ssl.keystore.location"]
+    c = cfg(**{"log.dirz": "x", "ssl.keymanager.algorithm": "SunX509", "metric.reporters": "",
+               "controller.quorum.voters": "1@h:9093", "sasl.kerberos.service.name": "kafka",
+               "listener.name.sasl_ssl.plain.sasl.jaas.config": "x required;",
+               "listener.name.ssl.ssl.client.auth": "required", "listener.name.ssl.no.such.key": "1"})
+    assert c.unknown == ["listener.name.ssl.no.such.key", "log.dirz"]
+    assert c.ignored == ["controller.quorum.voters", "metric.reporters", "sasl.kerberos.service.name",
+                         "ssl.keymanager.algorithm"]
     assert configmod.unknown_config_warning("log.dirz") == \
         "The configuration 'log.dirz' was supplied but isn't a known config."
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL uses security protocol SSL"),
-    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}, "SASL_PLAINTEXT, which mpbroker does not implement"),
-    ({"listeners": "PLAINTEXT://:9092,INTERNAL://:9093",
-      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL"},
-     "listener INTERNAL uses security protocol SASL_SSL"),
-    ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol: mpbroker does not implement SSL"),
+    ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol=SSL: no listener named SSL"),
+    ({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:SASL_SSL"},
+     "security.inter.broker.protocol=PLAINTEXT: no listener named PLAINTEXT"),
     ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
      "mpbroker has no authorizer"),
 ])
 def test_security_settings_mpbroker_cannot_honour_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
-        cfg(**overrides)
+        cfg(**overrides).inter_broker_listener
     assert cfg(**{"authorizer.class.name": ""}).get("authorizer.class.name") == ""
+
+
+@pytest.mark.parametrize("overrides, listener", [
+    ({"listeners": "SSL://127.0.0.1:9093", "security.inter.broker.protocol": "SSL"}, "SSL"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+      "security.inter.broker.protocol": "SASL_PLAINTEXT"}, "SASL_PLAINTEXT"),
+    ({"listeners": "PLAINTEXT://:9092,INTERNAL://:9093",
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+      "inter.broker.listener.name": "INTERNAL"}, "INTERNAL"),
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9093"}, "PLAINTEXT"),
+])
+def test_tls_and_sasl_listeners_are_served_and_pick_the_inter_broker_one(overrides, listener):
+    c = cfg(**overrides)
+    assert c.inter_broker_listener.listener_name == listener
 
 
 def test_queued_max_request_bytes_must_hold_one_request():

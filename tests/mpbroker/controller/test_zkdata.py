@@ -63,3 +63,20 @@ def test_producer_id_blocks_and_admin_formats():
     assert zkdata.parse_reassignment(zkdata.reassignment_json({("t", 0): [3, 1]})) == {("t", 0): (3, 1)}
     assert zkdata.parse_config(zkdata.config_json({"a": "1"})) == {"a": "1"}
     assert json.loads(zkdata.config_change_json("topics/t")) == {"version": 2, "entity_path": "topics/t"}
+
+
+def test_every_listener_is_registered_and_the_inter_broker_one_is_the_address():
+    """Issue #17: the registration lists every advertised listener with its protocol;
+    readers take the inter-broker listener's endpoint as the broker's address."""
+    eps = (("INTERNAL", "10.0.0.1", 9095, "SASL_SSL"), ("PLAINTEXT", "h", 9092, "PLAINTEXT"),
+           ("SSL", "h", 9093, "SSL"))
+    d = json.loads(zkdata.broker_json(3, "10.0.0.1", 9095, now_ms=1, endpoints=eps))
+    assert d["listener_security_protocol_map"] == {"INTERNAL": "SASL_SSL", "PLAINTEXT": "PLAINTEXT",
+                                                   "SSL": "SSL"}
+    assert d["endpoints"] == ["INTERNAL://10.0.0.1:9095", "PLAINTEXT://h:9092", "SSL://h:9093"]
+    assert (d["host"], d["port"]) == ("h", 9092)          # Kafka's: the PLAINTEXT listener's
+    data = zkdata.broker_json(3, "10.0.0.1", 9095, endpoints=eps)
+    b = zkdata.parse_broker(3, data, listener="INTERNAL")
+    assert (b.host, b.port) == ("10.0.0.1", 9095)
+    assert b.endpoints == (("INTERNAL", "10.0.0.1", 9095), ("PLAINTEXT", "h", 9092), ("SSL", "h", 9093))
+    assert zkdata.parse_broker(3, data).port == 9092

@@ -169,3 +169,18 @@ def test_exchange_runs_both_round_trips():
         return s.evaluate(token)
     asyncio.run(exchange(ScramClient("SCRAM-SHA-512", "alice", "pw"), send))
     assert s.complete
+
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_registered_client_steps_as_the_own_client_drives_them(mech):
+    """workers/kafka_client.py: `first()`, then `evaluate(server token)` until `complete`."""
+    s = server(mech, alice="pw")
+    c = sasl.CLIENT_MECHANISMS[mech]("alice", "pw")
+    token = c.first()
+    while not c.complete:
+        token = c.evaluate(s.evaluate(token))
+    assert token == b"" and s.complete and s.authorization_id == "alice"
+    bad = sasl.CLIENT_MECHANISMS[mech]("alice", "nope")
+    s = server(mech, alice="pw")
+    with pytest.raises(sasl.SaslAuthenticationError):
+        s.evaluate(bad.evaluate(s.evaluate(bad.first())))

@@ -1,0 +1,91 @@
+"""A TLS listener's connection (workers/tls_connection.py) on a real socket pair: the
+handshake, requests and answers through the SSLObject, a FileSlice sent by preadv
+through TLS (no sendfile), the client certificate's DN mapped to the principal, and a
+plaintext client refused."""
+import asyncio
+import socket
+import ssl
+import struct
+
+
+from mpbroker.protocol import framing
+from storage.slices import FileSlice
+from tests.security.certs import KEY_PASSWORD
+from workers.listener_security import ListenerSecurity
+from workers.tls_connection import TLS_CHUNK, TlsConnection
+
+
+def security(certs):
+    cfg = {"ssl.keystore.type": "PEM", "ssl.keystore.location": certs.server,
+           "ssl.key.password": KEY_PASSWORD, "ssl.truststore.type": "PEM",
+           "ssl.truststore.location": certs.ca, "ssl.client.auth": "requested",
+           "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/L"}
+    return ListenerSecurity.from_config(cfg, "SSL", "SSL")
+
+
+class SliceDispatcher:
+    """Answers every request with a header chunk and a FileSlice of `path`."""
+
+    def __init__(self, path, size):
+        self.path, self.size = path, size
+        self.principals = []
+
+    def dispatch(self, ctx, frame, pos):
+        self.principals.append(ctx.principal)
+        return [struct.pack(">i", self.size), FileSlice(self.path, 0, self.size)]
+
+
+def request(cid):
+    body = framing.encode_request_header(18, 0, cid, "c")
+    return struct.pack(">i", len(body)) + body
+
+
+def run(certs, tmp_path, client_cert, check):
+    data = bytes(range(256)) * (3 * TLS_CHUNK // 256 + 7)   # several TLS chunks
+    path = tmp_path / "segment.log"
+    path.write_bytes(data)
+    disp = SliceDispatcher(str(path), len(data))
+
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        conn = TlsConnection(a, disp, 1 << 20, security=security(certs))
+        task = asyncio.ensure_future(conn.serve())
+        ctx = ssl.create_default_context(cafile=certs.ca)
+        if client_cert:
+            ctx.load_cert_chain(certs.crt(client_cert), certs.key(client_cert))
+        reader, writer = await asyncio.open_connection(sock=b, ssl=ctx, server_hostname="127.0.0.1")
+        writer.write(request(1))
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        got = await reader.readexactly(size)
+        writer.close()
+        await asyncio.wait_for(task, 5)
+        check(got, data, conn, disp)
+    asyncio.run(main())
+
+
+def test_a_file_slice_goes_through_tls_and_the_certificate_names_the_principal(certs, tmp_path):
+    def check(got, data, conn, disp):
+        assert got == data
+        assert disp.principals == ["User:alice"]
+        assert conn.bytes_out > len(data)          # ciphertext: data plus TLS records
+    run(certs, tmp_path, "alice", check)
+
+
+def test_without_a_certificate_the_principal_is_anonymous(certs, tmp_path):
+    run(certs, tmp_path, None, lambda got, data, conn, disp: disp.principals == ["User:ANONYMOUS"])
+
+
+def test_a_plaintext_client_is_closed_after_a_failed_handshake(certs, caplog):
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        conn = TlsConnection(a, SliceDispatcher("x", 0), 1 << 20, security=security(certs))
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(1))
+        await asyncio.wait_for(task, 5)
+        assert conn.closed
+        b.close()
+    caplog.set_level("INFO", logger="workers.tls_connection")
+    asyncio.run(main())
+    assert "SSL handshake failed" in caplog.text
