@@ -83,6 +83,12 @@ class ControllerAPI(Protocol):
 
     async def log_dir_failed(self, partitions) -> None: ...
 
+    # --- ACLs (issue #17): [AclBinding] / [AclFilter] -> per-item results
+    # (mpbroker/controller/acl_ops.py)
+    async def create_acls(self, bindings): ...
+
+    async def delete_acls(self, filters): ...
+
 
 RPC_METHODS = frozenset(name for name, fn in vars(ControllerAPI).items()
                         if inspect.iscoroutinefunction(fn))

@@ -6,7 +6,7 @@ here (a real Kafka broker key, or a Kafka client/tool key that people copy into 
 files, whose function mpbroker does not have or does differently: logged once at
 INFO, "ignored"), or anything else (a typo: Kafka's "supplied but isn't a known config"
 warning). Keys that would change what a client can rely on (TLS/SASL listeners,
-`authorizer.class.name`) are not here: the config refuses them.
+an unknown `authorizer.class.name`) are not here: the config refuses them.
 
 The prefixes cover Kafka's families whose every member mpbroker ignores (TLS and SASL
 settings, which only matter once a TLS/SASL listener exists, and those are refused;
@@ -27,7 +27,7 @@ IGNORED_PREFIXES = (
 IGNORED_KEYS = frozenset("""
     advertised.host.name advertised.port host.name port
     alter.config.policy.class.name create.topic.policy.class.name
-    allow.everyone.if.no.acl.found super.users principal.builder.class
+    principal.builder.class
     security.providers connection.failed.authentication.delay.ms
     connections.max.reauth.ms
     broker.heartbeat.interval.ms broker.session.timeout.ms

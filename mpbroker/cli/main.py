@@ -13,7 +13,7 @@ workers that serve the listener; it stays in the foreground, talks to systemd wh
 and SIGHUP (reload).
 
 Before it forks anything, `serve` validates the config (unknown keys are warned about,
-TLS/SASL listeners and an authorizer are refused), checks that every log dir is a
+TLS/SASL listeners and an authorizer other than the ACL one are refused), checks that every log dir is a
 usable directory and locks it (`mpbroker/log_dir_lock.py`; the lock is inherited by
 the children and released when the last process of the broker exits).
 `serve --help-config` prints every key.

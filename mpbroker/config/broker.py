@@ -16,6 +16,7 @@ from mpbroker.config.types import ConfigError, ConfigSource, ConfigType
 from mpbroker.config.validators import validate
 from mpbroker.config.values import parse_value, to_string
 from mpbroker.ignored_configs import is_ignored
+from mpbroker.security.authorizer import is_acl_authorizer
 
 
 def _usable_cpus() -> int:
@@ -288,8 +289,9 @@ class BrokerConfig:
         self._check_security()
 
     def _check_security(self) -> None:
-        """mpbroker serves PLAINTEXT only: a TLS or SASL listener, or an authorizer, would
-        be served without the protection it asks for, so they are refused."""
+        """mpbroker serves PLAINTEXT only: a TLS or SASL listener, or an authorizer other
+        than the ACL authorizer, would be served without the protection it asks for, so
+        they are refused."""
         for name, endpoints in (("listeners", self.listeners), ("advertised.listeners", self.advertised_listeners)):
             for e in endpoints:
                 if e.security_protocol != "PLAINTEXT":
@@ -300,9 +302,11 @@ class BrokerConfig:
             raise ConfigError("security.inter.broker.protocol: mpbroker does not implement "
                               f"{self.values['security.inter.broker.protocol']} (only PLAINTEXT)",
                               "security.inter.broker.protocol")
-        if self.values["authorizer.class.name"]:
-            raise ConfigError(f"authorizer.class.name={self.values['authorizer.class.name']}: mpbroker has no "
-                              "authorizer and would serve every client unchecked; remove the key",
+        name = self.values["authorizer.class.name"]
+        if name and not is_acl_authorizer(name):
+            raise ConfigError(f"authorizer.class.name={name}: mpbroker implements only the ACL authorizer "
+                              "(kafka.security.authorizer.AclAuthorizer, "
+                              "org.apache.kafka.metadata.authorizer.StandardAuthorizer)",
                               "authorizer.class.name")
 
 

@@ -178,7 +178,11 @@ _BROKER_TABLE = [
     ("ssl.keystore.password", PASSWORD, None, None, HIGH, PER_BROKER, "The store password for the key store file."),
     ("ssl.key.password", PASSWORD, None, None, HIGH, PER_BROKER, "The password of the private key in the key store file."),
     ("ssl.truststore.password", PASSWORD, None, None, HIGH, PER_BROKER, "The password for the trust store file."),
-    ("authorizer.class.name", STRING, "", None, LOW, READ_ONLY, "The fully qualified name of a class that implements Kafka's Authorizer interface. mpbroker has no authorizer yet: a non-empty value is refused at start."),
+    # --- authorization (issue #17, mpbroker/security/authorizer.py)
+    ("authorizer.class.name", STRING, "", None, LOW, READ_ONLY, "The authorizer: empty (the default) authorizes nothing, every request is allowed, as Kafka without an authorizer; kafka.security.authorizer.AclAuthorizer, org.apache.kafka.metadata.authorizer.StandardAuthorizer or mpbroker.security.authorizer.Authorizer enable ACLs (one implementation: Kafka's AclAuthorizer semantics). Any other class is refused at start."),
+    ("super.users", STRING, "", None, LOW, READ_ONLY, "A list of principals, separated by semicolons (User:admin;User:broker), allowed every operation on every resource whatever the ACLs say."),
+    ("allow.everyone.if.no.acl.found", BOOLEAN, False, None, LOW, READ_ONLY, "With an authorizer: whether a resource that no ACL names is open to every principal (true) or to super users only (false, Kafka's default)."),
+    # --- end authorization
     # request limits (issue #15): KIP-599 controller mutation quota, KIP-578 partition caps
     ("controller.mutation.rate", DOUBLE, DOUBLE_MAX, at_least(0), MEDIUM, CLUSTER_WIDE, "The default controller_mutation_rate client quota (KIP-599) of every user/client-id: partitions created or deleted per second through CreateTopics, CreatePartitions and DeleteTopics, as a token bucket of burst rate * controller.quota.window.num * controller.quota.window.size.seconds. The default is no quota."),
     ("controller.quota.window.num", INT, 11, at_least(1), LOW, READ_ONLY, "The number of samples to retain in memory for controller mutation quotas."),

@@ -34,6 +34,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 from mpbroker.config import ConfigError, validate_topic_config
 from mpbroker.protocol.errors import ErrorCode
+from mpbroker.security.acl import AclBinding
 
 __all__ = [
     "ErrorCode", "MetadataError", "Broker", "PartitionState", "Topic", "ClusterMetadata",
@@ -45,6 +46,7 @@ __all__ = [
     "generate_cluster_id", "generate_topic_id", "uuid_to_str", "uuid_from_str", "ZERO_UUID",
     "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts",
     "MAX_PARTITIONS_PER_REQUEST", "EXCESSIVE_PARTITIONS_MESSAGE",
+    "set_acls", "acls_from_list",
 ]
 
 
@@ -148,6 +150,11 @@ class ClusterMetadata:
     brokers: Mapping[int, Broker] = field(default_factory=dict)
     topics: Mapping[str, Topic] = field(default_factory=dict)
     epoch: int = 0
+    # --- ACLs (issue #17, mpbroker/security/acl.py): every stored AclBinding, and a
+    # version bumped on each ACL change (workers' decision caches key on it)
+    acls: Tuple = ()
+    acl_version: int = 0
+    # --- end ACLs
 
     def topic(self, name: str) -> Topic:
         t = self.topics.get(name)
@@ -592,7 +599,7 @@ def set_controller(md: ClusterMetadata, controller_id: int) -> ClusterMetadata:
 
 def to_dict(md: ClusterMetadata) -> dict:
     """A JSON-ready dict (topic ids as Kafka's base64url strings)."""
-    return {
+    out = {
         "version": 1,
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,
@@ -611,6 +618,10 @@ def to_dict(md: ClusterMetadata) -> dict:
             } for p in sorted(t.partitions.values(), key=lambda p: p.partition)],
         } for t in sorted(md.topics.values(), key=lambda t: t.name)],
     }
+    if md.acls or md.acl_version:       # ACLs: [resource_type, name, pattern_type, principal,
+        out["acls"] = sorted(list(b) for b in md.acls)   # host, operation, permission]
+        out["acl_version"] = md.acl_version
+    return out
 
 
 def from_dict(d: Mapping) -> ClusterMetadata:
@@ -624,4 +635,16 @@ def from_dict(d: Mapping) -> ClusterMetadata:
                  for p in t["partitions"]}
         topics[t["name"]] = Topic(t["name"], uuid_from_str(t["topic_id"]), parts, dict(t["configs"]),
                                   t["is_internal"])
-    return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"])
+    return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"],
+                           acls_from_list(d.get("acls", ())), d.get("acl_version", 0))
+
+
+# ------------------------------------------------------------------ ACLs (issue #17)
+
+def acls_from_list(rows) -> Tuple:
+    return tuple(AclBinding(*r) for r in rows)
+
+
+def set_acls(md: ClusterMetadata, acls: Iterable[AclBinding]) -> ClusterMetadata:
+    """A new metadata holding exactly `acls` (deduplicated, sorted), ACL version + 1."""
+    return md._next(acls=tuple(sorted(set(acls))), acl_version=md.acl_version + 1)

@@ -30,6 +30,7 @@ from workers.handlers import (alter_partition_reassignments, controlled_shutdown
 from workers.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
                               end_txn, list_transactions, txn_offset_commit)
 from workers.handlers import alter_replica_log_dirs, describe_log_dirs
+from workers.handlers import create_acls, delete_acls, describe_acls
 from workers.router import merge_list_groups, merge_list_transactions
 from workers.scope import (GROUP, LOCAL, PARTITION, TXN, Scope, cluster, cluster_by_request,
                            partition)
@@ -102,4 +103,8 @@ HANDLERS: dict[int, Handler] = {
                                               cluster(describe_log_dirs.merge)),
     api_keys.ALTER_REPLICA_LOG_DIRS:  Handler(alter_replica_log_dirs.handle, 0, 2,
                                               cluster_by_request(alter_replica_log_dirs.merge)),
+    # ACLs (issue #17): stored by the controller, described from the worker's metadata
+    api_keys.DESCRIBE_ACLS:           Handler(describe_acls.handle, 0, 3),
+    api_keys.CREATE_ACLS:             Handler(create_acls.handle, 0, 3),
+    api_keys.DELETE_ACLS:             Handler(delete_acls.handle, 0, 3),
 }

@@ -140,13 +140,16 @@ def test_typos_are_unknown_and_kafka_keys_mpbroker_ignores_are_not():
       "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL"},
      "listener INTERNAL uses security protocol SASL_SSL"),
     ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol: mpbroker does not implement SSL"),
-    ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
-     "mpbroker has no authorizer"),
+    ({"authorizer.class.name": "com.example.MyAuthorizer"},
+     "mpbroker implements only the ACL authorizer"),
 ])
 def test_security_settings_mpbroker_cannot_honour_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         cfg(**overrides)
     assert cfg(**{"authorizer.class.name": ""}).get("authorizer.class.name") == ""
+    for name in ("kafka.security.authorizer.AclAuthorizer",
+                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer"):
+        assert cfg(**{"authorizer.class.name": name}).get("authorizer.class.name") == name
 
 
 def test_queued_max_request_bytes_must_hold_one_request():
