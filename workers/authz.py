@@ -124,7 +124,16 @@ def front_check(broker, ctx, request: dict) -> Optional[Verdict]:
 def refuse(ctx, request, code) -> Verdict:
     if ctx.api_key == api_keys.PRODUCE and request.get("acks") == 0:
         return Verdict(answer=None, refused=True)
-    return Verdict(answer=error_response(ctx.api_key, ctx.api_version, request, code), refused=True)
+    return Verdict(answer=denied_response(ctx, request, code), refused=True)
+
+
+def denied_response(ctx, request, code) -> dict:
+    body = error_response(ctx.api_key, ctx.api_version, request, code)
+    if ctx.api_key == api_keys.FETCH:       # clients expect empty records, not null
+        for t in body.get("responses") or ():
+            for p in t.get("partitions") or ():
+                p["records"] = b""
+    return body
 
 
 class Check:
@@ -156,8 +165,12 @@ class Check:
             return None
         if (self.denied and self.ctx.api_key != api_keys.METADATA
                 and all(not self.request.get(p) for p in self.filtered)):
-            # nothing left to run: the error response of the whole request
-            return refuse(self.ctx, self.original, self.denied[0][2])
+            # nothing left to run: the error response of the whole request, its items
+            # denied (a top-level error code stays 0, as for a per-item denial)
+            verdict = refuse(self.ctx, self.original, self.denied[0][2])
+            if verdict.answer is not None and "error_code" in verdict.answer:
+                verdict.answer["error_code"] = 0
+            return verdict
         return Verdict(request=self.request, finish=self.finish)
 
     # ---------------------------------------------------------------- items
@@ -199,7 +212,7 @@ class Check:
             return body
         ctx = self.ctx
         for path, items, code in self.denied:
-            err = error_response(ctx.api_key, ctx.api_version, {**self.request, path: items}, code)
+            err = denied_response(ctx, {**self.request, path: items}, code)
             for key, value in err.items():
                 if isinstance(value, list) and value:
                     body[key] = list(body.get(key) or ()) + value

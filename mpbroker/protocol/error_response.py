@@ -52,7 +52,9 @@ PAIRS = {
     "responses": ("topic_data", "topics", "topic_names", "resources"),
     "partition_responses": ("partition_data",),
     "partitions": ("partition_indexes", "partition_data", "partition_states"),
-    "results": ("resources", "topics", "groups_names", "dirs/topics"),   # dirs: AlterReplicaLogDirs
+    "results": ("resources", "topics", "groups_names", "dirs/topics",   # dirs: AlterReplicaLogDirs
+                "creations"),                                       # CreateAcls
+    "filter_results": ("filters",),                                 # DeleteAcls
     "groups": ("group_ids",),
     "coordinators": ("coordinator_keys",),
     "transaction_states": ("transactional_ids",),
