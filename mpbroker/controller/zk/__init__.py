@@ -20,6 +20,8 @@ worker-facing methods (`ZkController`, composed of one part per concept):
   and controlled shutdown, both sides.
 * `admin.py`: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, internal
   topics and producer id blocks, served by any broker.
+* `acls.py`: the ACLs (`/kafka-acl...`, Kafka's layout), written by any broker and
+  reloaded by every broker on their change notifications.
 * `controller.py`: `ZkController`, which wires the parts, registers the broker, runs the
   controller loop and handles session expiry.
 

@@ -16,6 +16,8 @@ from typing import Callable, Dict, Set, Tuple
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from mpbroker.controller import zkdata
+from mpbroker.controller.zk import acls
+from mpbroker.controller.zk.acls import ZkAcls
 from mpbroker.controller.zk.session import ZkSession
 from mpbroker.metadata import model
 from mpbroker.metadata.model import INTERNAL_TOPICS
@@ -45,6 +47,11 @@ class ZnodeCache:
         self.offline_mine: Set[Tuple[str, int]] = set()
         self.dirty: Set[str] = set()
         self.wake = asyncio.Event()
+        # --- ACLs (issue #17): read by ZkAcls (zk/acls.py), published with the metadata
+        self.acls: tuple = ()
+        self.acl_version = 0
+        self.acl_store = ZkAcls(session, self)
+        # --- end ACLs
         # what the owner does when the live brokers / the controller change
         self.on_brokers: Callable[[dict, dict], None] = lambda old, new: None
         self.on_controller: Callable[[int], None] = lambda cid: None
@@ -71,6 +78,7 @@ class ZnodeCache:
         await self.load_deletions()
         await self.load_topics(all_topics=True)
         await self.load_offline()
+        await self.acl_store.load()
 
     async def refresh(self, path: str) -> bool:
         """Reload what `path` names; True when it is one of the /admin or ISR
@@ -84,6 +92,8 @@ class ZnodeCache:
         elif path == zkdata.DELETE_TOPICS:
             await self.load_deletions()
             return True
+        elif path in acls.CHANGE_PATHS:
+            await self.acl_store.load()
         elif path in (zkdata.PREFERRED_ELECTION, zkdata.ISR_CHANGES, zkdata.REASSIGN):
             return True
         elif path == zkdata.OFFLINE_REPLICAS or path.startswith(zkdata.OFFLINE_REPLICAS + "/"):
@@ -280,7 +290,8 @@ class ZnodeCache:
             if parts:
                 topics[name] = model.Topic(name, ta.topic_id, parts, dict(self.configs.get(name, {})),
                                            name in INTERNAL_TOPICS)
-        return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch)
+        return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch,
+                                     self.acls, self.acl_version)
 
     def unclean(self, topic: str) -> bool:
         """unclean.leader.election.enable of `topic` (its override, else the broker's)."""
