@@ -3,7 +3,7 @@
     mpbroker serve -c conf/server.properties [--override key=value]...
     mpbroker dump-log FILE... [--print-data-log] [--offsets-decoder] ...   (kafka-dump-log.sh)
     mpbroker placement show|move|balance|history -c conf/server.properties [--json] ...
-    mpbroker topics|groups|configs|offsets|log-dirs|produce|consume|cluster ...
+    mpbroker topics|groups|configs|offsets|log-dirs|produce|consume|cluster|acls ...
                                              (admin CLI over the wire: mpbroker/cli/admin.py)
 
 `serve` runs the supervisor (`mpbroker.supervisor`), which forks the controller (the
@@ -303,7 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=100, help="history: the newest N moves")
     p.set_defaults(func=cmd_placement)
     from mpbroker.cli.admin import register_all      # topics, groups, configs, ... (admin CLI)
+    from mpbroker.cli import acls
     register_all(sub)
+    acls.register(sub)                                # mpbroker acls (issue #17)
     args = parser.parse_args(argv)
     return args.func(args)
 
