@@ -132,11 +132,11 @@ def per_request(args) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--mb", type=float, default=20.0)
-    p.add_argument("--size", type=int, default=1000)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--checks", type=int, default=20000)
-    p.add_argument("--skip-end-to-end", action="store_true")
+    p.add_argument("--mb", type=float, default=20.0, help="MB produced and consumed per round")
+    p.add_argument("--size", type=int, default=1000, help="record size in bytes")
+    p.add_argument("--rounds", type=int, default=3, help="rounds per broker (medians)")
+    p.add_argument("--checks", type=int, default=20000, help="calls per timing (per request)")
+    p.add_argument("--skip-end-to-end", action="store_true", help="only the per-request part")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     per_request(args)

@@ -20,7 +20,7 @@ since no follower or controller exists to send them.
 The worker's `Authorizer` (mpbroker/security/authorizer.py) is rebuilt when its
 metadata's `acl_version` or its config changes; each connection keeps a
 `DecisionCache` keyed by (principal, operation, resource type, name), emptied when the
-authorizer is rebuilt. The principal is `ctx.principal` (set by the SASL/TLS layer;
+authorizer is rebuilt (or the principal changes). The principal is `ctx.principal` (set by the SASL/TLS layer;
 "User:ANONYMOUS" when absent), the host the client's address.
 """
 from __future__ import annotations
@@ -61,42 +61,47 @@ def principal_of(ctx) -> str:
 def authorizer_of(broker) -> Optional[Authorizer]:
     """The worker's authorizer for its current metadata and config (None: no authorizer)."""
     cfg, md = broker.config, broker.metadata
-    version = (md.acl_version if md is not None else -1, id(cfg))
+    version = md.acl_version if md is not None else -1
     held = broker.__dict__.get("_authorizer")
-    if held is not None and held[0] == version:
-        return held[1]
+    if held is not None and held[0] == version and held[1] is cfg:
+        return held[2]
     az = None
     if is_acl_authorizer(cfg.get("authorizer.class.name") or ""):
         az = Authorizer(md.acls if md is not None else (), super_users(cfg.get("super.users")),
                         bool(cfg.get("allow.everyone.if.no.acl.found")))
-    broker._authorizer = (version, az)
+    broker._authorizer = (version, cfg, az)
     return az
 
 
 class Asker:
-    """Decisions for one request: the connection's cache in front of the authorizer."""
+    """A connection's decisions under one authorizer (kept on the connection, replaced
+    with an empty one when the authorizer or the principal changes)."""
 
     __slots__ = ("az", "principal", "host", "cache")
 
-    def __init__(self, az: Authorizer, ctx):
-        self.az = az
-        self.principal = principal_of(ctx)
-        self.host = ctx.client_host
-        conn = ctx.connection
-        cache = None
-        if conn is not None:
-            cache = conn.__dict__.get("acl_cache")
-            if cache is None:
-                cache = conn.acl_cache = DecisionCache()
-        self.cache = cache if cache is not None else DecisionCache()
+    def __init__(self, az: Authorizer, principal: str, host: str):
+        self.az, self.principal, self.host = az, principal, host
+        self.cache = DecisionCache()
+        self.cache.version = az
 
     def allowed(self, op: int, rtype: int, name: str) -> bool:
-        key = (self.principal, op, rtype, name)
-        hit = self.cache.get(self.az, key)
+        key = (op, rtype, name)
+        hit = self.cache.decisions.get(key)
         if hit is None:
             hit = self.az.authorize(self.principal, self.host, op, rtype, name)
             self.cache.put(key, hit)
         return hit
+
+
+def asker_for(az: Authorizer, ctx) -> Asker:
+    principal = principal_of(ctx)
+    conn = ctx.connection
+    asker = conn.__dict__.get("acl_asker") if conn is not None else None
+    if asker is None or asker.az is not az or asker.principal != principal:
+        asker = Asker(az, principal, ctx.client_host)
+        if conn is not None:
+            conn.acl_asker = asker
+    return asker
 
 
 def replica_fetch(api: int, request: dict) -> bool:
@@ -121,7 +126,7 @@ def front_check(broker, ctx, request: dict) -> Optional[Verdict]:
     az = authorizer_of(broker)
     if az is None:
         return None
-    return Check(broker, ctx, request, Asker(az, ctx)).run(checks)
+    return Check(broker, ctx, request, asker_for(az, ctx)).run(checks)
 
 
 def refuse(ctx, request, code) -> Verdict:
@@ -242,11 +247,7 @@ class Check:
         topics = self.request.get("topics")
         ask = self.asker.allowed
         if topics is None or (not topics and self.ctx.api_version == 0):
-            def listing(body):
-                body["topics"] = [t for t in body.get("topics") or ()
-                                  if ask(DESCRIBE, TOPIC, t["name"])]
-                return body
-            self.posts.append(listing)
+            self.listing("topics", TOPIC, "name")
             return None
         md = self.broker.metadata
         auto = (self.broker.config.get("auto.create.topics.enable")
@@ -312,23 +313,20 @@ class Check:
     def _alter_configs(self):
         return self._configs(ALTER_CONFIGS)
 
+    def listing(self, key: str, rtype: int, field: str) -> None:
+        """Drop from the response's `key` list what the principal may not DESCRIBE."""
+        ask = self.asker.allowed
+
+        def post(body):
+            body[key] = [x for x in body.get(key) or () if ask(DESCRIBE, rtype, x[field])]
+            return body
+        self.posts.append(post)
+
     def _list_groups(self):
         if not self.cluster(DESCRIBE):
-            ask = self.asker.allowed
-
-            def listing(body):
-                body["groups"] = [g for g in body.get("groups") or ()
-                                  if ask(DESCRIBE, GROUP, g["group_id"])]
-                return body
-            self.posts.append(listing)
+            self.listing("groups", GROUP, "group_id")
         return None
 
     def _list_transactions(self):
-        ask = self.asker.allowed
-
-        def listing(body):
-            body["transaction_states"] = [t for t in body.get("transaction_states") or ()
-                                          if ask(DESCRIBE, TRANSACTIONAL_ID, t["transactional_id"])]
-            return body
-        self.posts.append(listing)
+        self.listing("transaction_states", TRANSACTIONAL_ID, "transactional_id")
         return None

@@ -15,17 +15,23 @@ from mpbroker.protocol.errors import ErrorCode
 from mpbroker.security.acl import AclBinding, AclFilter, InvalidAcl, validate_binding, validate_filter
 
 
+def invalid(check, item) -> dict | None:
+    """The INVALID_REQUEST result of an item `check` refuses, else None."""
+    try:
+        check(item)
+    except InvalidAcl as e:
+        return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e)}
+    return None
+
+
 def create_acls(acls, bindings: list[AclBinding]) -> tuple[tuple, list[dict]]:
     out = set(acls)
     results = []
     for b in bindings:
-        try:
-            validate_binding(b)
-        except InvalidAcl as e:
-            results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e)})
-            continue
-        out.add(b)
-        results.append({"error_code": 0, "error_message": None})
+        bad = invalid(validate_binding, b)
+        if bad is None:
+            out.add(b)
+        results.append(bad or {"error_code": 0, "error_message": None})
     return tuple(sorted(out)), results
 
 
@@ -39,11 +45,9 @@ def delete_acls(acls, filters: list[AclFilter]) -> tuple[tuple, list[dict]]:
     remaining = list(acls)
     results = []
     for f in filters:
-        try:
-            validate_filter(f)
-        except InvalidAcl as e:
-            results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e),
-                            "matching_acls": []})
+        bad = invalid(validate_filter, f)
+        if bad is not None:
+            results.append({**bad, "matching_acls": []})
             continue
         gone = [b for b in remaining if f.matches(b)]
         remaining = [b for b in remaining if not f.matches(b)]

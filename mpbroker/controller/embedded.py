@@ -329,16 +329,15 @@ class EmbeddedController:
     # ----------------------------------------------------------------- ACLs (issue #17)
     async def create_acls(self, bindings):
         """[AclBinding] -> one {error_code, error_message} each (controller/acl_ops.py)."""
-        async with self._mutating:
-            acls, results = acl_ops.create_acls(self.md.acls, bindings)
-            if acls != self.md.acls:
-                self._commit(model.set_acls(self.md, acls))
-            return results
+        return await self._change_acls(acl_ops.create_acls, bindings)
 
     async def delete_acls(self, filters):
         """[AclFilter] -> one {error_code, error_message, matching_acls} each."""
+        return await self._change_acls(acl_ops.delete_acls, filters)
+
+    async def _change_acls(self, change, items):
         async with self._mutating:
-            acls, results = acl_ops.delete_acls(self.md.acls, filters)
+            acls, results = change(self.md.acls, items)
             if acls != self.md.acls:
                 self._commit(model.set_acls(self.md, acls))
             return results

@@ -87,7 +87,7 @@ def test_cluster_apis_and_the_cache_follows_the_acl_version():
     c = ctx(api_keys.DESCRIBE_CLUSTER, 0)
     req = {"include_cluster_authorized_operations": False}
     assert front_check(b, c, req).answer["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    assert c.connection.acl_cache.decisions        # cached on the connection
+    assert c.connection.acl_asker.cache.decisions      # cached on the connection
     b.metadata = set_acls(b.metadata, [allow(CLUSTER, "kafka-cluster", DESCRIBE)])
     assert front_check(b, c, req) is None
     b.metadata = set_acls(b.metadata, [])
