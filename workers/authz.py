@@ -240,6 +240,11 @@ class Check:
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return None
 
+    def _txn_verification(self):
+        if "transactions" in self.request and not self.cluster(CLUSTER_ACTION):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return None
+
     def cluster(self, op) -> bool:
         return self.asker.allowed(op, CLUSTER, CLUSTER_NAME)
 

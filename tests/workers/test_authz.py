@@ -7,7 +7,7 @@ from mpbroker.metadata.model import ClusterMetadata, set_acls
 from mpbroker.protocol import api_keys
 from mpbroker.protocol.errors import ErrorCode
 from mpbroker.security.acl import (ALLOW, CLUSTER, CREATE, DENY, DESCRIBE, GROUP, LITERAL, PREFIXED,
-                                   READ, TOPIC, WRITE, AclBinding)
+                                   READ, TOPIC, TRANSACTIONAL_ID, WRITE, AclBinding)
 from workers.authz import front_check
 
 ME = "User:ANONYMOUS"
@@ -84,8 +84,8 @@ def test_metadata_lists_only_describable_topics_and_auto_creation_needs_create()
 
 def test_cluster_apis_and_the_cache_follows_the_acl_version():
     b = broker([allow(CLUSTER, "kafka-cluster", CREATE)])
-    c = ctx(api_keys.DESCRIBE_CLUSTER, 0)
-    req = {"include_cluster_authorized_operations": False}
+    c = ctx(api_keys.DESCRIBE_LOG_DIRS, 3)
+    req = {"topics": None}
     assert front_check(b, c, req).answer["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     assert c.connection.acl_asker.cache.decisions      # cached on the connection
     b.metadata = set_acls(b.metadata, [allow(CLUSTER, "kafka-cluster", DESCRIBE)])
@@ -95,3 +95,25 @@ def test_cluster_apis_and_the_cache_follows_the_acl_version():
     b.config["super.users"] = ME
     b.config = dict(b.config)                     # a new config: a new authorizer
     assert front_check(b, c, req) is None
+
+
+def test_transactions_need_write_on_the_transactional_id_and_verification_cluster_action():
+    b = broker([allow(TRANSACTIONAL_ID, "tx-", WRITE, PREFIXED)])
+    end = {"transactional_id": "tx-1", "producer_id": 1, "producer_epoch": 0, "committed": True}
+    assert front_check(b, ctx(api_keys.END_TXN, 3), end) is None
+    v = front_check(b, ctx(api_keys.END_TXN, 3), {**end, "transactional_id": "other"})
+    assert v.answer["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    verify = {"transactions": [{"transactional_id": "tx-1", "producer_id": 1, "producer_epoch": 0,
+                                "verify_only": True, "topics": []}]}
+    v = front_check(b, ctx(api_keys.ADD_PARTITIONS_TO_TXN, 4), verify)
+    assert v.refused and v.answer["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    # InitProducerId without a transactional id: KIP-679, WRITE on any topic suffices
+    v = front_check(b, ctx(api_keys.INIT_PRODUCER_ID, 4), {"transactional_id": None,
+                                                          "transaction_timeout_ms": 1,
+                                                          "producer_id": -1, "producer_epoch": -1})
+    assert v.answer["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    b = broker([allow(TOPIC, "t", WRITE)])
+    assert front_check(b, ctx(api_keys.INIT_PRODUCER_ID, 4), {"transactional_id": None,
+                                                             "transaction_timeout_ms": 1,
+                                                             "producer_id": -1,
+                                                             "producer_epoch": -1}) is None
