@@ -15,7 +15,8 @@ answers one of:
 Beyond Kafka, with or without an authorizer: a broker with no other brokers (no
 `zookeeper.connect`) refuses the inter-broker APIs (INTER_BROKER) and replica fetches
 (Fetch / OffsetForLeaderEpoch with a replica id >= 0) with CLUSTER_AUTHORIZATION_FAILED,
-since no follower or controller exists to send them.
+since no follower or controller exists to send them (unless
+`lone.broker.inter.broker.requests.enable`, for tests that play one by hand).
 
 The worker's `Authorizer` (mpbroker/security/authorizer.py) is rebuilt when its
 metadata's `acl_version` or its config changes; each connection keeps a
@@ -118,7 +119,8 @@ def front_check(broker, ctx, request: dict) -> Optional[Verdict]:
     if cfg is None:         # a broker stand-in without a config (unit tests): no checks
         return None
     api = ctx.api_key
-    if (api in INTER_BROKER or replica_fetch(api, request)) and not cfg.get("zookeeper.connect"):
+    if (api in INTER_BROKER or replica_fetch(api, request)) and not cfg.get("zookeeper.connect") \
+            and not cfg.get("lone.broker.inter.broker.requests.enable"):
         return refuse(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     checks = API_ACLS.get(api)
     if checks is None:

@@ -117,3 +117,9 @@ def test_transactions_need_write_on_the_transactional_id_and_verification_cluste
                                                              "transaction_timeout_ms": 1,
                                                              "producer_id": -1,
                                                              "producer_epoch": -1}) is None
+
+
+def test_a_lone_broker_told_so_serves_inter_broker_apis():
+    lone = broker(**{"authorizer.class.name": "", "zookeeper.connect": None,
+                     "lone.broker.inter.broker.requests.enable": True})
+    assert front_check(lone, ctx(api_keys.WRITE_TXN_MARKERS, 1), {"markers": []}) is None
