@@ -10,7 +10,7 @@
 
 Any broker writes (as Kafka's brokers do through their authorizer): each changed
 resource's znode (a conditional set on its version, retried; deleted once empty), then
-a change notification. Every broker's controller process watches both change paths;
+a change notification (the newest KEEP_CHANGES are kept). Every broker's controller process watches both change paths;
 on a change it reads the ACL tree again (`load`) and publishes it with the metadata to
 its workers (`ZnodeCache.acls`), so every broker and worker sees it within a second.
 The resource type and operation names are Kafka's (mpbroker/security/acl.py).
@@ -32,6 +32,7 @@ ACL_ROOT = {LITERAL: "/kafka-acl", PREFIXED: "/kafka-acl-extended/prefixed"}
 CHANGES = {LITERAL: "/kafka-acl-changes", PREFIXED: "/kafka-acl-extended-changes"}
 CHANGE_PATHS = frozenset(CHANGES.values())
 CHANGE_PREFIX = "acl_changes_"
+KEEP_CHANGES = 100      # notifications kept per change path (Kafka expires them after 15 min)
 
 
 def resource_path(b: AclBinding) -> str:
@@ -116,7 +117,18 @@ class ZkAcls:
             await self._update(b, [a for a in added if a[:3] == key], [a for a in removed if a[:3] == key])
             await self._call("create_async", f"{CHANGES[b.pattern_type]}/{CHANGE_PREFIX}",
                              change_json(b), sequence=True)
+        for path in {CHANGES[b.pattern_type] for b in resources.values()}:
+            await self._prune(path)
         await self.load()
+
+    async def _prune(self, path: str) -> None:
+        """The oldest notifications beyond KEEP_CHANGES go (every broker has read them)."""
+        children = sorted(await self._call("get_children_async", path))
+        for name in children[:-KEEP_CHANGES]:
+            try:
+                await self._call("delete_async", f"{path}/{name}")
+            except NoNodeError:
+                pass        # another broker pruned it
 
     async def _update(self, b: AclBinding, add: list, remove: list) -> None:
         """One resource's znode: read, change, write on its version (retried)."""
