@@ -242,6 +242,47 @@ class Check:
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return None
 
+    def _offset_fetch(self):
+        """DESCRIBE on each topic asked for (v0-7: the request's, v8+: each group's);
+        when a group asks for every topic (null), its answer keeps the describable ones."""
+        if "groups" not in self.request:
+            if self.request.get("topics") is None:
+                self.listing("topics", TOPIC, "name")
+            else:
+                self.filter("topics", ("name",), DESCRIBE, TOPIC)
+            return None
+        ask = self.asker.allowed
+        denied: dict = {}
+        every: set = set()
+        groups = []
+        for g in self.request.get("groups") or ():
+            topics = g.get("topics")
+            if topics is None:
+                every.add(g["group_id"])
+            else:
+                keep = [t for t in topics if ask(DESCRIBE, TOPIC, t["name"])]
+                if len(keep) != len(topics):
+                    denied[g["group_id"]] = [t for t in topics if t not in keep]
+                    g = {**g, "topics": keep}
+            groups.append(g)
+        if not denied and not every:
+            return None
+        self.request = {**self.request, "groups": groups}
+
+        def post(body):
+            for g in body.get("groups") or ():
+                gid = g["group_id"]
+                if gid in every:
+                    g["topics"] = [t for t in g.get("topics") or () if ask(DESCRIBE, TOPIC, t["name"])]
+                g["topics"] = list(g.get("topics") or ()) + [
+                    {"name": t["name"], "partitions": [
+                        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                         "metadata": None, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                        for p in t["partition_indexes"]]} for t in denied.get(gid, ())]
+            return body
+        self.posts.append(post)
+        return None
+
     def _txn_verification(self):
         if "transactions" in self.request and not self.cluster(CLUSTER_ACTION):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED

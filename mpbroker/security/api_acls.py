@@ -16,7 +16,8 @@ check (workers/authz.py) before a request is routed.
 * `Check(special=name)`: a rule that does not fit a row (Metadata's listing and
   auto-creation, CreateTopics' CREATE on cluster or topic, configs by resource type,
   FindCoordinator by key type, InitProducerId, replica Fetch, AddPartitionsToTxn v4+
-  (sent by brokers: CLUSTER_ACTION), ListGroups / ListTransactions filtering);
+  (sent by brokers: CLUSTER_ACTION), OffsetFetch's topics (per group from v8, all
+  topics when null), ListGroups / ListTransactions filtering);
   workers/authz.py implements them by name.
 
 An API not in the table needs nothing (ApiVersions, SASL). INTER_BROKER lists the APIs
@@ -74,7 +75,7 @@ API_ACLS = {
     k.OFFSET_COMMIT:           (one(READ, GROUP, "group_id"), each(READ, TOPIC, "topics")),
     k.OFFSET_FETCH:            (one(DESCRIBE, GROUP, "group_id"),          # v0-7
                                 each(DESCRIBE, GROUP, "groups", "group_id"),   # v8+
-                                each(DESCRIBE, TOPIC, "topics")),
+                                special("offset_fetch")),                      # topics: DESCRIBE
     k.FIND_COORDINATOR:        (special("find_coordinator"), ),
     k.JOIN_GROUP:              (one(READ, GROUP, "group_id"), ),
     k.HEARTBEAT:               (one(READ, GROUP, "group_id"), ),

@@ -123,3 +123,24 @@ def test_a_lone_broker_told_so_serves_inter_broker_apis():
     lone = broker(**{"authorizer.class.name": "", "zookeeper.connect": None,
                      "lone.broker.inter.broker.requests.enable": True})
     assert front_check(lone, ctx(api_keys.WRITE_TXN_MARKERS, 1), {"markers": []}) is None
+
+
+def test_offset_fetch_needs_describe_on_each_topic():
+    b = broker([allow(GROUP, "g", READ), allow(TOPIC, "a", READ)])
+    req = {"groups": [{"group_id": "g", "topics": [{"name": "a", "partition_indexes": [0]},
+                                                   {"name": "b", "partition_indexes": [0, 1]}]}],
+           "require_stable": False}
+    v = front_check(b, ctx(api_keys.OFFSET_FETCH, 8), req)
+    assert [t["name"] for t in v.request["groups"][0]["topics"]] == ["a"]
+    body = v.finish({"groups": [{"group_id": "g", "error_code": 0, "topics": [
+        {"name": "a", "partitions": [{"partition_index": 0, "error_code": 0}]}]}]})
+    got = {t["name"]: [p["error_code"] for p in t["partitions"]] for t in body["groups"][0]["topics"]}
+    assert got == {"a": [0], "b": [29, 29]}
+    every = {"groups": [{"group_id": "g", "topics": None}], "require_stable": False}
+    body = front_check(b, ctx(api_keys.OFFSET_FETCH, 8), every).finish(
+        {"groups": [{"group_id": "g", "error_code": 0, "topics": [{"name": "a", "partitions": []},
+                                                                  {"name": "b", "partitions": []}]}]})
+    assert [t["name"] for t in body["groups"][0]["topics"]] == ["a"]
+    v = front_check(b, ctx(api_keys.OFFSET_FETCH, 7), {"group_id": "g", "topics": [
+        {"name": "b", "partition_indexes": [0]}], "require_stable": False})
+    assert v.answer["topics"][0]["partitions"][0]["error_code"] == 29 and v.answer["error_code"] == 0
