@@ -139,6 +139,21 @@ def test_describe_and_delete_acls(open_broker):
     deleted = a.delete_acls([f_any], request_timeout=20)[f_any].result(20)
     assert [(b.name, b.resource_pattern_type) for b in deleted] == [(t + "-", ResourcePatternType.PREFIXED)]
     assert a.describe_acls(f_any, request_timeout=20).result(20) == []
+    # invalid requests (hand-made: the client library refuses to send them) change nothing
+    bad = {"resource_type_filter": 0, "resource_name_filter": None, "pattern_type_filter": 1,
+           "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    r = request(bs, api_keys.DESCRIBE_ACLS, 1, bad)
+    assert r["error_code"] == ErrorCode.INVALID_REQUEST, r
+    r = request(bs, api_keys.DELETE_ACLS, 1, {"filters": [bad]})
+    assert r["filter_results"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+    r = request(bs, api_keys.CREATE_ACLS, 1, {"creations": [
+        {"resource_type": 4, "resource_name": "other", "resource_pattern_type": 3,
+         "principal": ANON, "host": "*", "operation": 3, "permission_type": 3},
+        {"resource_type": 2, "resource_name": t, "resource_pattern_type": 2,
+         "principal": ANON, "host": "*", "operation": 3, "permission_type": 3}]})
+    assert [x["error_message"] for x in r["results"]] == [
+        "The only valid name for the CLUSTER resource is kafka-cluster", "Invalid patternType 2"]
+    assert {b.name for b in a.describe_acls(f, request_timeout=20).result(20)} == {t}
 
 
 @pytest.mark.parametrize("api, version, body", [
