@@ -636,7 +636,7 @@ def from_dict(d: Mapping) -> ClusterMetadata:
         topics[t["name"]] = Topic(t["name"], uuid_from_str(t["topic_id"]), parts, dict(t["configs"]),
                                   t["is_internal"])
     return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"],
-                           acls_from_list(d.get("acls", ())), d.get("acl_version", 0))
+                           acls=acls_from_list(d.get("acls", ())), acl_version=d.get("acl_version", 0))
 
 
 # ------------------------------------------------------------------ ACLs (issue #17)

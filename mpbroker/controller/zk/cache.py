@@ -291,7 +291,7 @@ class ZnodeCache:
                 topics[name] = model.Topic(name, ta.topic_id, parts, dict(self.configs.get(name, {})),
                                            name in INTERNAL_TOPICS)
         return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch,
-                                     self.acls, self.acl_version)
+                                     acls=self.acls, acl_version=self.acl_version)
 
     def unclean(self, topic: str) -> bool:
         """unclean.leader.election.enable of `topic` (its override, else the broker's)."""
