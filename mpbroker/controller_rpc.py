@@ -89,6 +89,12 @@ class ControllerAPI(Protocol):
     async def alter_user_scram_credentials(self, deletions, upsertions): ...
     # ---- end SCRAM users
 
+    # --- ACLs (issue #17): [AclBinding] / [AclFilter] -> per-item results
+    # (mpbroker/controller/acl_ops.py)
+    async def create_acls(self, bindings): ...
+
+    async def delete_acls(self, filters): ...
+
 
 RPC_METHODS = frozenset(name for name, fn in vars(ControllerAPI).items()
                         if inspect.iscoroutinefunction(fn))

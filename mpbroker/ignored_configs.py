@@ -6,8 +6,8 @@ a key mpbroker implements (`BROKER_CONFIGS`, the `placement.` prefix, or a
 here (a real Kafka broker key, or a Kafka client/tool key that people copy into broker
 files, whose function mpbroker does not have or does differently: logged once at
 INFO, "ignored"), or anything else (a typo: Kafka's "supplied but isn't a known config"
-warning). Keys that would change what a client can rely on (`authorizer.class.name`)
-are not here: the config refuses them.
+warning). Keys that would change what a client can rely on (an unknown
+`authorizer.class.name`) are not here: the config refuses them.
 
 The prefixes cover Kafka's families whose other members mpbroker ignores (the ssl.* and
 sasl.* keys it does not read: JKS/keymanager algorithms, Kerberos, OAuth...; JMX/metrics
@@ -28,7 +28,7 @@ IGNORED_PREFIXES = (
 IGNORED_KEYS = frozenset("""
     advertised.host.name advertised.port host.name port
     alter.config.policy.class.name create.topic.policy.class.name
-    allow.everyone.if.no.acl.found super.users principal.builder.class
+    principal.builder.class
     security.providers
     broker.heartbeat.interval.ms broker.session.timeout.ms
     controller.listener.names process.roles early.start.listeners

@@ -13,7 +13,9 @@ the advertised range (except ApiVersions, which gets the KIP-511 v0 answer), a b
 does not decode, a failed acks=0 Produce. Everything else is answered: a handler that
 raises (or whose awaitable does), a router part that fails, a body that does not encode
 get the API's error response (`workers/handler_errors.py`), in order with the requests
-pipelined around it. With the router, each part is guarded on its own, so a failing
+pipelined around it. Before a request runs or is routed, `workers/authz.py` checks it
+against the ACLs (once, here on the front): refused whole, or with its denied items taken
+out and answered with their authorization errors. With the router, each part is guarded on its own, so a failing
 owner answers the error for its partitions only.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ import logging
 
 from mpbroker.protocol import api_keys, codec, framing
 from workers.answers import later
+from workers.authz import front_check
 from workers.handler_errors import answer_failure, guarded, run_guarded
 from workers.handlers import HANDLERS
 
@@ -54,6 +57,12 @@ class Dispatcher:
         if conn is not None and "client_id" not in conn.__dict__:
             conn.client_id = ctx.client_id        # for `mpbroker placement show`
             broker.clients.add(conn)
+        finish = None
+        verdict = front_check(broker, ctx, request)     # authorization (workers/authz.py)
+        if verdict is not None:
+            if verdict.refused:
+                return None if verdict.answer is None else self._encode(ctx, request, verdict.answer)
+            request, finish = verdict.request, verdict.finish
         router = broker.router
         if router is not None and router.active:
             # the router places the request by its scope (workers/router.py); each
@@ -66,15 +75,15 @@ class Dispatcher:
         if result is None:
             return None
         if later(result):
-            return asyncio.ensure_future(self._finish(ctx, request, result))
-        return self._encode(ctx, request, result)
+            return asyncio.ensure_future(self._finish(ctx, request, result, finish))
+        return self._encode(ctx, request, finish(result) if finish is not None else result)
 
     def run_part(self, ctx, body: dict):
         """A part another worker forwarded (workers/router.py, owner side): its
         handler's answer, now or later, failures answered as the API's error response."""
         return run_guarded(HANDLERS[ctx.api_key].handle, self.broker, ctx, body)
 
-    async def _finish(self, ctx, request, awaitable):
+    async def _finish(self, ctx, request, awaitable, finish=None):
         try:
             body = await awaitable
         except (asyncio.CancelledError, ConnectionAbortedError):
@@ -83,6 +92,8 @@ class Dispatcher:
             body = answer_failure(ctx, request, e)
         if body is None:
             return None
+        if finish is not None:
+            body = finish(body)
         return self._encode(ctx, request, body)
 
     def _encode(self, ctx, request, body: dict) -> list:

@@ -3,7 +3,7 @@
     mpbroker serve -c conf/server.properties [--override key=value]...
     mpbroker dump-log FILE... [--print-data-log] [--offsets-decoder] ...   (kafka-dump-log.sh)
     mpbroker placement show|move|balance|history -c conf/server.properties [--json] ...
-    mpbroker topics|groups|configs|offsets|log-dirs|produce|consume|cluster ...
+    mpbroker topics|groups|configs|offsets|log-dirs|produce|consume|cluster|acls ...
                                              (admin CLI over the wire: mpbroker/cli/admin.py)
     mpbroker mirror -c mm2.properties [--workers N] [--status]   (MirrorMaker 2: mpbroker/cli/mirror.py)
 
@@ -14,8 +14,8 @@ workers that serve the listener; it stays in the foreground, talks to systemd wh
 and SIGHUP (reload).
 
 Before it forks anything, `serve` validates the config (unknown keys are warned about,
-an authorizer is refused; each TLS/SASL listener's settings are loaded, a bad one
-exits 2 with one line), checks that every log dir is a
+an authorizer other than the ACL one is refused; each TLS/SASL listener's settings are
+loaded, a bad one exits 2 with one line), checks that every log dir is a
 usable directory and locks it (`mpbroker/log_dir_lock.py`; the lock is inherited by
 the children and released when the last process of the broker exits).
 `serve --help-config` prints every key.
@@ -333,11 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=100, help="history: the newest N moves")
     p.set_defaults(func=cmd_placement)
     from mpbroker.cli.admin import register_all      # topics, groups, configs, ... (admin CLI)
+    from mpbroker.cli import acls
     register_all(sub)
     from mpbroker.cli import mirror                  # mpbroker mirror (mpbroker/mirror/)
     mirror.register(sub)
     from mpbroker.cli import users                   # SCRAM users (mpbroker/security/scram.py)
     users.register(sub)
+    acls.register(sub)                               # ACLs (mpbroker/security/authorizer.py)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -16,6 +16,7 @@ from mpbroker.config.types import ConfigError, ConfigSource, ConfigType
 from mpbroker.config.validators import validate
 from mpbroker.config.values import parse_value, to_string
 from mpbroker.ignored_configs import is_ignored
+from mpbroker.security.authorizer import is_acl_authorizer
 
 
 LISTENER_OVERRIDE_PREFIX = "listener.name."
@@ -292,11 +293,13 @@ class BrokerConfig:
         self._check_security()
 
     def _check_security(self) -> None:
-        """TLS/SASL listeners are served (mpbroker/security/); an authorizer is not yet,
-        and would leave every client unchecked, so it is refused."""
-        if self.values["authorizer.class.name"]:
-            raise ConfigError(f"authorizer.class.name={self.values['authorizer.class.name']}: mpbroker has no "
-                              "authorizer and would serve every client unchecked; remove the key",
+        """TLS/SASL listeners are served (mpbroker/security/); an authorizer other than the
+        ACL authorizer would be served without the protection it asks for, so it is refused."""
+        name = self.values["authorizer.class.name"]
+        if name and not is_acl_authorizer(name):
+            raise ConfigError(f"authorizer.class.name={name}: mpbroker implements only the ACL authorizer "
+                              "(kafka.security.authorizer.AclAuthorizer, "
+                              "org.apache.kafka.metadata.authorizer.StandardAuthorizer)",
                               "authorizer.class.name")
 
     @property

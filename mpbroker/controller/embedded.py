@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from mpbroker import config as configmod
 from mpbroker.controller import broker_requests, isr_change, limits
-from mpbroker.controller import topic_requests
+from mpbroker.controller import acl_ops, topic_requests
 from mpbroker.controller.config_ops import DynamicBrokerConfigs, alter_each, alter_topic, load_json
 from mpbroker.controller.producer_ids import BLOCK_SIZE, ProducerIdBlocks
 from mpbroker.metadata import model, scram_users, store
@@ -341,3 +341,19 @@ class EmbeddedController:
         embedded broker, so every one is refused with STALE_CONTROLLER_EPOCH."""
         parts = broker_requests.partitions(api_key, version, body)
         return broker_requests.response(api_key, version, parts, {}, ErrorCode.STALE_CONTROLLER_EPOCH)
+
+    # ----------------------------------------------------------------- ACLs (issue #17)
+    async def create_acls(self, bindings):
+        """[AclBinding] -> one {error_code, error_message} each (controller/acl_ops.py)."""
+        return await self._change_acls(acl_ops.create_acls, bindings)
+
+    async def delete_acls(self, filters):
+        """[AclFilter] -> one {error_code, error_message, matching_acls} each."""
+        return await self._change_acls(acl_ops.delete_acls, filters)
+
+    async def _change_acls(self, change, items):
+        async with self._mutating:
+            acls, results = change(self.md.acls, items)
+            if acls != self.md.acls:
+                self._commit(model.set_acls(self.md, acls))
+            return results

@@ -36,6 +36,7 @@ from mpbroker.config import ConfigError, validate_topic_config
 from mpbroker.protocol.errors import ErrorCode
 from mpbroker.security.scram_credentials import (ScramCredential, credential_from_string,
                                                  credential_to_string)
+from mpbroker.security.acl import AclBinding
 
 __all__ = [
     "ErrorCode", "MetadataError", "Broker", "PartitionState", "Topic", "ClusterMetadata",
@@ -48,6 +49,7 @@ __all__ = [
     "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts",
     "MAX_PARTITIONS_PER_REQUEST", "EXCESSIVE_PARTITIONS_MESSAGE",
     "set_scram_credentials",
+    "set_acls", "acls_from_list",
 ]
 
 
@@ -172,6 +174,11 @@ class ClusterMetadata:
         """The stored SCRAM credential of `user` for `mechanism` ("SCRAM-SHA-256"), or None."""
         return self.scram_users.get(user, {}).get(mechanism)
     # ---- end SCRAM users
+    # --- ACLs (issue #17, mpbroker/security/acl.py): every stored AclBinding, and a
+    # version bumped on each ACL change (workers' decision caches key on it)
+    acls: Tuple = ()
+    acl_version: int = 0
+    # --- end ACLs
 
     def topic(self, name: str) -> Topic:
         t = self.topics.get(name)
@@ -638,7 +645,7 @@ def set_scram_credentials(md: ClusterMetadata,
 
 def to_dict(md: ClusterMetadata) -> dict:
     """A JSON-ready dict (topic ids as Kafka's base64url strings)."""
-    return {
+    out = {
         "version": 1,
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,
@@ -662,6 +669,10 @@ def to_dict(md: ClusterMetadata) -> dict:
                             for u, creds in sorted(md.scram_users.items())}}
            if md.scram_users else {}),
     }
+    if md.acls or md.acl_version:       # ACLs: [resource_type, name, pattern_type, principal,
+        out["acls"] = sorted(list(b) for b in md.acls)   # host, operation, permission]
+        out["acl_version"] = md.acl_version
+    return out
 
 
 def from_dict(d: Mapping) -> ClusterMetadata:
@@ -679,4 +690,16 @@ def from_dict(d: Mapping) -> ClusterMetadata:
     scram_users = {u: {m: credential_from_string(c) for m, c in creds.items()}
                    for u, creds in d.get("scram_users", {}).items()}
     return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"],
-                           scram_users)
+                           scram_users=scram_users, acls=acls_from_list(d.get("acls", ())),
+                           acl_version=d.get("acl_version", 0))
+
+
+# ------------------------------------------------------------------ ACLs (issue #17)
+
+def acls_from_list(rows) -> Tuple:
+    return tuple(AclBinding(*r) for r in rows)
+
+
+def set_acls(md: ClusterMetadata, acls: Iterable[AclBinding]) -> ClusterMetadata:
+    """A new metadata holding exactly `acls` (deduplicated, sorted), ACL version + 1."""
+    return md._next(acls=tuple(sorted(set(acls))), acl_version=md.acl_version + 1)

@@ -55,7 +55,9 @@ PAIRS = {
     "partition_responses": ("partition_data",),
     "partitions": ("partition_indexes", "partition_data", "partition_states"),
     "results": ("resources", "topics", "groups_names", "dirs/topics",    # dirs: AlterReplicaLogDirs
-                "users", "deletions+upsertions"),                     # the SCRAM users APIs
+                "users", "deletions+upsertions",                      # the SCRAM users APIs
+                "creations"),                                         # CreateAcls
+    "filter_results": ("filters",),                                   # DeleteAcls
     "groups": ("group_ids",),
     "coordinators": ("coordinator_keys",),
     "transaction_states": ("transactional_ids",),

@@ -26,7 +26,10 @@ from tests.integration import broker as h
 pytestmark = pytest.mark.timeout(180)
 
 TXN_ID = "partition-side-test"
-OVERRIDES = {"transaction.partition.verification.enable": "false", "num.workers": 2}
+# the test plays the transaction coordinator: a lone broker refuses WriteTxnMarkers from
+# clients unless told otherwise (issue #17)
+OVERRIDES = {"transaction.partition.verification.enable": "false", "num.workers": 2,
+             "lone.broker.inter.broker.requests.enable": "true"}
 
 
 class RawClient:

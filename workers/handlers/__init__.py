@@ -32,6 +32,7 @@ from workers.handlers import (add_offsets_to_txn, add_partitions_to_txn, describ
 from workers.handlers import alter_replica_log_dirs, describe_log_dirs
 from workers.handlers import sasl_authenticate, sasl_handshake
 from workers.handlers import user_scram_credentials
+from workers.handlers import create_acls, delete_acls, describe_acls
 from workers.router import merge_list_groups, merge_list_transactions
 from workers.scope import (GROUP, LOCAL, PARTITION, TXN, Scope, cluster, cluster_by_request,
                            partition)
@@ -109,4 +110,8 @@ HANDLERS: dict[int, Handler] = {
     # SCRAM users (issue 17): answered by the controller, over the controller RPC
     api_keys.DESCRIBE_USER_SCRAM_CREDENTIALS: Handler(user_scram_credentials.handle_describe, 0, 0),
     api_keys.ALTER_USER_SCRAM_CREDENTIALS: Handler(user_scram_credentials.handle_alter, 0, 0),
+    # ACLs (issue #17): stored by the controller, described from the worker's metadata
+    api_keys.DESCRIBE_ACLS:           Handler(describe_acls.handle, 0, 3),
+    api_keys.CREATE_ACLS:             Handler(create_acls.handle, 0, 3),
+    api_keys.DELETE_ACLS:             Handler(delete_acls.handle, 0, 3),
 }

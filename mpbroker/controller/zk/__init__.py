@@ -22,6 +22,8 @@ worker-facing methods (`ZkController`, composed of one part per concept):
   topics and producer id blocks, served by any broker.
 * `scram_users.py`: AlterUserScramCredentials (`/config/users/<user>`, a
   `/config/changes` notification), served by any broker; `cache.py` watches the users.
+* `acls.py`: the ACLs (`/kafka-acl...`, Kafka's layout), written by any broker and
+  reloaded by every broker on their change notifications.
 * `controller.py`: `ZkController`, which wires the parts, registers the broker, runs the
   controller loop and handles session expiry.
 

@@ -16,6 +16,8 @@ from typing import Callable, Dict, Set, Tuple
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from mpbroker.controller import zkdata
+from mpbroker.controller.zk import acls
+from mpbroker.controller.zk.acls import ZkAcls
 from mpbroker.controller.zk.session import ZkSession
 from mpbroker.metadata import model, scram_users
 from mpbroker.metadata.model import INTERNAL_TOPICS
@@ -49,6 +51,11 @@ class ZnodeCache:
         self._users_watched: Set[str] = set()   # whose znode has a data watch
         self.dirty: Set[str] = set()
         self.wake = asyncio.Event()
+        # --- ACLs (issue #17): read by ZkAcls (zk/acls.py), published with the metadata
+        self.acls: tuple = ()
+        self.acl_version = 0
+        self.acl_store = ZkAcls(session, self)
+        # --- end ACLs
         # what the owner does when the live brokers / the controller change
         self.on_brokers: Callable[[dict, dict], None] = lambda old, new: None
         self.on_controller: Callable[[int], None] = lambda cid: None
@@ -76,6 +83,7 @@ class ZnodeCache:
         await self.load_topics(all_topics=True)
         await self.load_offline()
         await self.load_scram_users(all_users=True)
+        await self.acl_store.load()
 
     async def refresh(self, path: str) -> bool:
         """Reload what `path` names; True when it is one of the /admin or ISR
@@ -89,6 +97,8 @@ class ZnodeCache:
         elif path == zkdata.DELETE_TOPICS:
             await self.load_deletions()
             return True
+        elif path in acls.CHANGE_PATHS:
+            await self.acl_store.load()
         elif path in (zkdata.PREFERRED_ELECTION, zkdata.ISR_CHANGES, zkdata.REASSIGN):
             return True
         elif path == zkdata.CONFIG_USERS:
@@ -318,7 +328,8 @@ class ZnodeCache:
                 topics[name] = model.Topic(name, ta.topic_id, parts, dict(self.configs.get(name, {})),
                                            name in INTERNAL_TOPICS)
         return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch,
-                                     {u: dict(c) for u, c in self.scram.items()})
+                                     scram_users={u: dict(c) for u, c in self.scram.items()},
+                                     acls=self.acls, acl_version=self.acl_version)
 
     def unclean(self, topic: str) -> bool:
         """unclean.leader.election.enable of `topic` (its override, else the broker's)."""

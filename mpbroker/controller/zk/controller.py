@@ -385,3 +385,16 @@ class ZkController:
     async def controller_request(self, api_key: int, version: int, body: dict) -> dict:
         return await self.channel.receive(api_key, version, body, self.broker_epoch,
                                           self._session_lost, self._publish)
+
+    # ----------------------------------------------------------------- ACLs (issue #17)
+    async def create_acls(self, bindings):
+        """Written to ZooKeeper by this broker (zk/acls.py); every broker reloads on the
+        change notification."""
+        results = await self.cache.acl_store.create_acls(bindings)
+        self._publish()
+        return results
+
+    async def delete_acls(self, filters):
+        results = await self.cache.acl_store.delete_acls(filters)
+        self._publish()
+        return results

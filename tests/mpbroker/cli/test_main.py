@@ -1,7 +1,7 @@
 """`mpbroker serve` as operators meet it: the real command in a subprocess.
 
 A second broker on a locked log dir, unusable log dirs, TLS/SASL listeners and an
-authorizer are refused with exit code 2 and one line on stderr; typos are warned about
+unknown authorizer are refused with exit code 2 and one line on stderr; typos are warned about
 at start and on SIGHUP; `--help-config` prints every key."""
 from __future__ import annotations
 
@@ -102,9 +102,9 @@ def test_unusable_log_dirs_exit_2_with_one_line(tmp_path):
     ("listeners=SASL_PLAINTEXT://127.0.0.1:0 sasl.enabled.mechanisms=PLAIN",
      "mpbroker: listener SASL_PLAINTEXT: SASL/PLAIN needs listener.name.sasl_plaintext.plain.sasl.jaas.config "
      "(or sasl.jaas.config) with a PlainLoginModule entry"),
-    ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
-     "mpbroker: authorizer.class.name=kafka.security.authorizer.AclAuthorizer: mpbroker has no authorizer "
-     "and would serve every client unchecked; remove the key"),
+    ("authorizer.class.name=com.example.MyAuthorizer",
+     "mpbroker: authorizer.class.name=com.example.MyAuthorizer: mpbroker implements only the ACL authorizer "
+     "(kafka.security.authorizer.AclAuthorizer, org.apache.kafka.metadata.authorizer.StandardAuthorizer)"),
     ("num.partitions=zero", "mpbroker: Invalid value zero for configuration num.partitions: "
                             "Not a number of type INT"),
 ])

@@ -139,13 +139,16 @@ def test_typos_are_unknown_and_kafka_keys_mpbroker_ignores_are_not():
     ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol=SSL: no listener named SSL"),
     ({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:SASL_SSL"},
      "security.inter.broker.protocol=PLAINTEXT: no listener named PLAINTEXT"),
-    ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
-     "mpbroker has no authorizer"),
+    ({"authorizer.class.name": "com.example.MyAuthorizer"},
+     "mpbroker implements only the ACL authorizer"),
 ])
 def test_security_settings_mpbroker_cannot_honour_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         cfg(**overrides).inter_broker_listener
     assert cfg(**{"authorizer.class.name": ""}).get("authorizer.class.name") == ""
+    for name in ("kafka.security.authorizer.AclAuthorizer",
+                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer"):
+        assert cfg(**{"authorizer.class.name": name}).get("authorizer.class.name") == name
 
 
 @pytest.mark.parametrize("overrides, listener", [

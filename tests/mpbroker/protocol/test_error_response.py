@@ -25,11 +25,13 @@ NOTHING_TO_ECHO = {
     (K.METADATA, "topics.partitions"),      # the request names topics, not partitions
     (75, "topics.partitions"),              # DescribeTopicPartitions: the same
     (35, "results"),                        # DescribeLogDirs: log dirs, not topics
-    (30, "results"), (31, "filter_results"), (50, "results"),
+    (31, "filter_results.matching_acls"),   # DeleteAcls: what was deleted, nothing on error
+    (50, "results"),
     (51, "results"), (57, "results"),       # not served; pairs not defined
 }
-# Echoed, but identified by something other than an id field (not served).
-NO_ID = {(49, "entries")}
+# Echoed, but identified by something other than an id field (not served; CreateAcls
+# and DeleteAcls results: by position).
+NO_ID = {(49, "entries"), (30, "results"), (31, "filter_results")}
 
 
 def _cases():
