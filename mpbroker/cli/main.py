@@ -59,7 +59,7 @@ def cmd_serve(args) -> int:
         print(f"mpbroker: cannot read config {args.config}: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(
-        level=getattr(logging, str(cfg.get("log.level", "INFO")).upper(), logging.INFO),
+        level=getattr(logging, str(cfg["log.level"]).upper(), logging.INFO),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("mpbroker.config")
     for name in cfg.unknown:

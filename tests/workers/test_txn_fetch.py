@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mpbroker.config import BROKER_CONFIGS
 from mpbroker.protocol.errors import ErrorCode
 from storage.batch import BatchBuilder
 from storage.log import Log, LogConfig
@@ -46,7 +47,8 @@ class MiniBroker:
         topic = types.SimpleNamespace(topic_id=b"\x01" * 16, partitions={i: None for i in
                                                                           range(partitions)})
         self.metadata = types.SimpleNamespace(topics={TOPIC: topic})
-        self.config = {"request.timeout.ms": 1000}
+        # the table's defaults, as a BrokerConfig with no props answers
+        self.config = {**{k: c.default for k, c in BROKER_CONFIGS.items()}, "request.timeout.ms": 1000}
         self.groups = None
         self.txn_verifier = None
 
