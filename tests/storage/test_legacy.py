@@ -129,23 +129,6 @@ def test_corruption_and_invalid_wrappers():
         list(legacy.iter_records(struct.pack(">qi", 0, 5) + b"\0" * 5))
 
 
-def test_convert_to_v2():
-    message_set = legacy.build_message_set(
-        [(i, TS + i, b"k%d" % i, b"v%d" % i) for i in range(5)], 1, codecs.LZ4)
-    batch = RecordBatch(legacy.convert_to_v2(message_set))
-    batch.validate(deep=True, from_client=True)
-    assert batch.compression == codecs.LZ4 and batch.record_count == 5
-    assert [(r.offset, r.timestamp, r.key) for r in batch.records()] == [
-        (i, TS + i, b"k%d" % i) for i in range(5)]
-    v0 = legacy.build_message_set([(0, -1, b"a", b"1"), (0, -1, b"b", b"2")], 0)
-    batch = RecordBatch(legacy.convert_to_v2(v0, compression=codecs.ZSTD))
-    assert batch.compression == codecs.ZSTD
-    assert [(r.offset, r.timestamp) for r in batch.records()] == [(0, -1), (1, -1)]
-    with pytest.raises(InvalidRecordError, match="increasing"):
-        legacy.convert_to_v2(v0, preserve_offsets=True)
-    assert legacy.convert_to_v2(b"") == b""
-
-
 @pytest.mark.parametrize("to_magic", [0, 1])
 @pytest.mark.parametrize("codec", [0, 1, 2, 3])
 def test_down_convert(to_magic, codec):

@@ -8,7 +8,7 @@ import asyncio
 from mpbroker.protocol import api_keys as K
 from storage.slices import FileSlice
 from workers.fetch_session import CachedPartition
-from workers.payloads import portable, sanitize_response
+from workers.payloads import sanitize_response
 from workers.router import (GROUP_MULTI, PART_SPECS, fetch_has_news, fetch_subrequest,
                             merge_groups, merge_list_groups, merge_partitions, split_groups,
                             split_partitions)
@@ -124,13 +124,6 @@ def test_fetch_news_and_sanitize():
     # the fd stays home, the file's identity travels with the slice
     assert out["responses"][0]["partitions"][0]["records"] == \
         [FileSlice("/x/0.log", 0, 10, -1, 7, 99)]
-
-
-def test_portable_produce_records_become_bytearrays():
-    body = portable(K.PRODUCE, produce_req())
-    import pickle
-    again = pickle.loads(pickle.dumps(body))
-    assert again["topic_data"][0]["partition_data"][0]["records"] == bytearray(b"r3")
 
 
 # ------------------------------------------------------------ failures on the owner
