@@ -10,8 +10,8 @@ from storage.slices import FileSlice
 from workers.fetch_session import CachedPartition
 from workers.payloads import sanitize_response
 from workers.router import (GROUP_MULTI, PART_SPECS, fetch_has_news, fetch_subrequest,
-                            merge_groups, merge_list_groups, merge_partitions, split_groups,
-                            split_partitions)
+                            merge_groups, merge_list_groups, merge_markers, merge_partitions,
+                            split_groups, split_markers, split_partitions)
 from workers.scope import PARTITION
 
 
@@ -359,3 +359,37 @@ def test_an_unreachable_owner_has_its_part_answered_here():
             "groups": [{"group_id": g, "here": True} for g in r["groups"]]}, GROUP)
     resp = asyncio.run(run())
     assert [g["group_id"] for g in resp["groups"]] == ["g1", "g2", "g3", "g4"]
+
+
+def test_split_and_merge_markers_by_owner():
+    req = {"markers": [
+        {"producer_id": 1, "producer_epoch": 0, "transaction_result": True,
+         "coordinator_epoch": 0, "topics": [{"name": "a", "partition_indexes": [0, 1, 2]},
+                                            {"name": "b", "partition_indexes": [1]}]},
+        {"producer_id": 2, "producer_epoch": 0, "transaction_result": False,
+         "coordinator_epoch": 0, "topics": [{"name": "a", "partition_indexes": [1]}]}]}
+    owner = lambda t, p: p % 2       # noqa: E731
+    parts = split_markers(req, owner)
+    assert set(parts) == {0, 1}
+    sub0, order0 = parts[0]
+    assert order0 == [0]
+    assert sub0["markers"][0]["topics"] == [{"name": "a", "partition_indexes": [0, 2]}]
+    sub1, order1 = parts[1]
+    assert order1 == [0, 1]
+    assert sub1["markers"][0]["topics"] == [{"name": "a", "partition_indexes": [1]},
+                                            {"name": "b", "partition_indexes": [1]}]
+
+    def answer(sub, code):
+        return {"markers": [{"producer_id": m["producer_id"], "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": i, "error_code": code + i}
+                                               for i in t["partition_indexes"]]}
+            for t in m["topics"]]} for m in sub["markers"]]}
+    merged = merge_markers(req, [(order1, answer(sub1, 10)), (order0, answer(sub0, 0))])
+    assert merged == {"markers": [
+        {"producer_id": 1, "topics": [
+            {"name": "a", "partitions": [{"partition_index": 0, "error_code": 0},
+                                         {"partition_index": 1, "error_code": 11},
+                                         {"partition_index": 2, "error_code": 2}]},
+            {"name": "b", "partitions": [{"partition_index": 1, "error_code": 11}]}]},
+        {"producer_id": 2, "topics": [
+            {"name": "a", "partitions": [{"partition_index": 1, "error_code": 11}]}]}]}

@@ -1,5 +1,6 @@
 """read_committed on the worker side: Fetch/ListOffsets handlers, DelayedFetch waking on
-LSO moves, WriteTxnMarkers `apply_markers`, and the router's marker split/merge.
+LSO moves, markers applied, transactional Produce and DescribeProducers (WriteTxnMarkers'
+own errors: handlers/test_write_txn_markers.py; the marker split/merge: test_router.py).
 
 The handlers run against real Partitions (real Logs in tmp dirs), a real fetch session
 cache, real purgatories on a real timing wheel; the broker object around them is the
@@ -11,8 +12,6 @@ import asyncio
 import types
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from mpbroker.config import BROKER_CONFIGS
 from mpbroker.protocol.errors import ErrorCode
@@ -24,8 +23,7 @@ from workers.handlers import (describe_producers, fetch, list_offsets, produce a
                               write_txn_markers)
 from workers.partition import Partition
 from workers.purgatory import Purgatory
-from workers.router import (PART_SPECS, merge_markers, merge_partitions, split_markers,
-                            split_partitions)
+from workers.router import PART_SPECS, merge_partitions, split_partitions
 from workers.timing_wheel import Timer
 
 TOPIC = "t"
@@ -154,57 +152,6 @@ def test_delayed_read_committed_fetch_wakes_on_lso_not_on_open_data(broker):
     asyncio.run(run())
 
 
-def test_apply_markers_errors_per_partition(broker):
-    produce(broker, 0, txn_batch(1, 0, b"x", epoch=2))
-    res = write_txn_markers.apply_markers(broker, [
-        *markers(1, True, [0], epoch=1),                       # old producer epoch
-        *markers(1, True, [0, 1, 7], epoch=2, coordinator_epoch=3),
-        *markers(1, False, [1], epoch=2, coordinator_epoch=2),  # fenced coordinator
-        *markers(-1, True, [0]),                               # no producer id
-        {"producer_id": 1, "producer_epoch": 2, "transaction_result": True,
-         "topics": [{"name": "nope", "partition_indexes": [0]}], "coordinator_epoch": 3},
-    ])
-    codes = [[p["error_code"] for t in m["topics"] for p in t["partitions"]] for m in res]
-    assert codes == [[47], [0, 0, 3], [52], [49], [3]]
-    assert broker.partition(TOPIC, 0).last_stable_offset == 2
-    r = write_txn_markers.handle(broker, ctx(27, 1), {"markers": []})
-    assert r == {"markers": []}
-
-
-def test_split_and_merge_markers_by_owner():
-    req = {"markers": [
-        {"producer_id": 1, "producer_epoch": 0, "transaction_result": True,
-         "coordinator_epoch": 0, "topics": [{"name": "a", "partition_indexes": [0, 1, 2]},
-                                            {"name": "b", "partition_indexes": [1]}]},
-        {"producer_id": 2, "producer_epoch": 0, "transaction_result": False,
-         "coordinator_epoch": 0, "topics": [{"name": "a", "partition_indexes": [1]}]}]}
-    owner = lambda t, p: p % 2       # noqa: E731
-    parts = split_markers(req, owner)
-    assert set(parts) == {0, 1}
-    sub0, order0 = parts[0]
-    assert order0 == [0]
-    assert sub0["markers"][0]["topics"] == [{"name": "a", "partition_indexes": [0, 2]}]
-    sub1, order1 = parts[1]
-    assert order1 == [0, 1]
-    assert sub1["markers"][0]["topics"] == [{"name": "a", "partition_indexes": [1]},
-                                            {"name": "b", "partition_indexes": [1]}]
-
-    def answer(sub, code):
-        return {"markers": [{"producer_id": m["producer_id"], "topics": [
-            {"name": t["name"], "partitions": [{"partition_index": i, "error_code": code + i}
-                                               for i in t["partition_indexes"]]}
-            for t in m["topics"]]} for m in sub["markers"]]}
-    merged = merge_markers(req, [(order1, answer(sub1, 10)), (order0, answer(sub0, 0))])
-    assert merged == {"markers": [
-        {"producer_id": 1, "topics": [
-            {"name": "a", "partitions": [{"partition_index": 0, "error_code": 0},
-                                         {"partition_index": 1, "error_code": 11},
-                                         {"partition_index": 2, "error_code": 2}]},
-            {"name": "b", "partitions": [{"partition_index": 1, "error_code": 11}]}]},
-        {"producer_id": 2, "topics": [
-            {"name": "a", "partitions": [{"partition_index": 1, "error_code": 11}]}]}]}
-
-
 def produce_req(batch, index=0, txn_id="tx"):
     return {"transactional_id": txn_id, "acks": 1, "timeout_ms": 1000,
             "topic_data": [{"name": TOPIC, "partition_data": [
@@ -259,34 +206,6 @@ def test_produce_waits_for_an_awaitable_verifier(broker):
         resp = await task
         assert produce_code(resp) == 0 and broker.partition(TOPIC, 0).log_end_offset == 1
     asyncio.run(run())
-
-
-@given(st.lists(st.fixed_dictionaries({
-    "producer_id": st.integers(-2, 3), "producer_epoch": st.integers(-2, 3),
-    "transaction_result": st.booleans(), "coordinator_epoch": st.integers(-3, 3),
-    "topics": st.lists(st.fixed_dictionaries({
-        "name": st.sampled_from([TOPIC, "other", ""]),
-        "partition_indexes": st.lists(st.integers(-1, 3), max_size=3)}), max_size=2)}),
-    max_size=4))
-@settings(max_examples=60, deadline=None)
-def test_apply_markers_any_input_answers_per_partition(tmp_path_factory, markers_in):
-    b = MiniBroker(tmp_path_factory.mktemp("fuzz"))
-    try:
-        for pid in range(3):
-            produce(b, 0, txn_batch(pid, 0, b"x"))
-        out = write_txn_markers.apply_markers(b, markers_in)
-        assert len(out) == len(markers_in)
-        allowed = {0, 3, 6, 47, 49, 52}
-        for m_in, m_out in zip(markers_in, out):
-            assert m_out["producer_id"] == m_in["producer_id"]
-            got = [p["partition_index"] for t in m_out["topics"] for p in t["partitions"]]
-            assert got == [i for t in m_in["topics"] for i in t["partition_indexes"]]
-            assert {p["error_code"] for t in m_out["topics"] for p in t["partitions"]} <= allowed
-        for p in b.partitions.values():
-            p.log._check_invariants()
-            assert p.last_stable_offset <= p.high_watermark
-    finally:
-        b.close()
 
 
 def test_describe_producers_shows_open_transactions(broker):
