@@ -10,7 +10,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from storage import batch as B
 from storage import codecs, legacy
-from storage.batch import BatchBuilder, RecordBatch
+from storage.batch import BatchBuilder
 from storage.errors import (CorruptRecordError, InvalidRecordError, StorageError,
                             UnsupportedCompressionTypeError)
 

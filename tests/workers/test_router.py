@@ -393,3 +393,22 @@ def test_split_and_merge_markers_by_owner():
             {"name": "b", "partitions": [{"partition_index": 1, "error_code": 11}]}]},
         {"producer_id": 2, "topics": [
             {"name": "a", "partitions": [{"partition_index": 1, "error_code": 11}]}]}]}
+
+
+def test_describe_producers_split_by_owner_keeps_request_order():
+    spec = PART_SPECS[K.DESCRIBE_PRODUCERS]
+    req = {"topics": [{"name": "a", "partition_indexes": [3, 0, 1]},
+                      {"name": "b", "partition_indexes": [2]}]}
+    parts = split_partitions(req, spec, lambda t, p: p % 2)
+    assert parts[0]["topics"] == [{"name": "a", "partition_indexes": [0]},
+                                  {"name": "b", "partition_indexes": [2]}]
+    assert parts[1]["topics"] == [{"name": "a", "partition_indexes": [3, 1]}]
+
+    def answer(sub):
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": i, "error_code": 0}
+                                               for i in t["partition_indexes"]]}
+            for t in sub["topics"]]}
+    merged = merge_partitions(req, spec, [answer(parts[1]), answer(parts[0])])
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
+            for t in merged["topics"]] == [("a", [3, 0, 1]), ("b", [2])]

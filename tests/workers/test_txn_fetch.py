@@ -1,6 +1,6 @@
 """read_committed on the worker side: Fetch/ListOffsets handlers, DelayedFetch waking on
-LSO moves, markers applied, transactional Produce and DescribeProducers (WriteTxnMarkers'
-own errors: handlers/test_write_txn_markers.py; the marker split/merge: test_router.py).
+LSO moves and on markers (the handlers' other tests, on this module's MiniBroker:
+handlers/test_produce.py, test_describe_producers.py, test_write_txn_markers.py).
 
 The handlers run against real Partitions (real Logs in tmp dirs), a real fetch session
 cache, real purgatories on a real timing wheel; the broker object around them is the
@@ -14,16 +14,12 @@ import types
 import pytest
 
 from mpbroker.config import BROKER_CONFIGS
-from mpbroker.protocol.errors import ErrorCode
 from storage.batch import BatchBuilder
 from storage.log import Log, LogConfig
 from workers.fetch_session import FetchSessionCache
-from mpbroker.protocol import api_keys as K
-from workers.handlers import (describe_producers, fetch, list_offsets, produce as produce_handler,
-                              write_txn_markers)
+from workers.handlers import fetch, list_offsets, write_txn_markers
 from workers.partition import Partition
 from workers.purgatory import Purgatory
-from workers.router import PART_SPECS, merge_partitions, split_partitions
 from workers.timing_wheel import Timer
 
 TOPIC = "t"
@@ -150,95 +146,3 @@ def test_delayed_read_committed_fetch_wakes_on_lso_not_on_open_data(broker):
         assert part["last_stable_offset"] == 3 and part["aborted_transactions"] == []
         assert sum(s.length for s in part["records"]) > 0
     asyncio.run(run())
-
-
-def produce_req(batch, index=0, txn_id="tx"):
-    return {"transactional_id": txn_id, "acks": 1, "timeout_ms": 1000,
-            "topic_data": [{"name": TOPIC, "partition_data": [
-                {"index": index, "records": memoryview(bytearray(batch))}]}]}
-
-
-def produce_code(resp):
-    return resp["responses"][0]["partition_responses"][0]["error_code"]
-
-
-def test_produce_transactional_batches_and_verifier_hook(broker):
-    calls = []
-
-    def verifier(tid, pid, epoch, topic, index):
-        calls.append((tid, pid, epoch, topic, index))
-        return ErrorCode.INVALID_TXN_STATE if pid == 66 else ErrorCode.NONE
-    # no transactional id: refused like Kafka's authorization check
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(5, 0, b"x"), txn_id=None))
-    assert produce_code(r) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    broker.txn_verifier = verifier
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(66, 0, b"x")))
-    assert produce_code(r) == ErrorCode.INVALID_TXN_STATE
-    assert broker.partition(TOPIC, 0).log_end_offset == 0
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(5, 0, b"x", epoch=3)))
-    assert produce_code(r) == 0 and calls[-1] == ("tx", 5, 3, TOPIC, 0)
-    assert broker.partition(TOPIC, 0).has_ongoing_txn(5)
-    # plain batches are not verified
-    n = len(calls)
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(BatchBuilder().append(b"k", b"v")
-                                                              .build(), txn_id=None))
-    assert produce_code(r) == 0 and len(calls) == n
-    # verification disabled by config
-    broker.config["transaction.partition.verification.enable"] = False
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(66, 0, b"x")))
-    assert produce_code(r) == 0 and len(calls) == n
-    assert broker.partition(TOPIC, 0).last_stable_offset == 0
-
-
-def test_produce_waits_for_an_awaitable_verifier(broker):
-    async def run():
-        gate = asyncio.get_running_loop().create_future()
-
-        async def answer():
-            return await gate
-
-        broker.txn_verifier = lambda *a: answer()
-        out = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(5, 0, b"x")))
-        task = asyncio.ensure_future(out)
-        await asyncio.sleep(0)
-        assert not task.done() and broker.partition(TOPIC, 0).log_end_offset == 0
-        gate.set_result(ErrorCode.NONE)
-        resp = await task
-        assert produce_code(resp) == 0 and broker.partition(TOPIC, 0).log_end_offset == 1
-    asyncio.run(run())
-
-
-def test_describe_producers_shows_open_transactions(broker):
-    produce(broker, 0, txn_batch(1, 0, b"a", epoch=2))
-    produce(broker, 0, BatchBuilder(producer_id=2, producer_epoch=0, base_sequence=0)
-            .append(b"k", b"idempotent").build())
-    produce(broker, 0, txn_batch(3, 0, b"c"))
-    write_txn_markers.apply_markers(broker, markers(3, True, [0], coordinator_epoch=4))
-    r = describe_producers.handle(broker, ctx(61, 0), {"topics": [
-        {"name": TOPIC, "partition_indexes": [0, 1, 9]},
-        {"name": "nope", "partition_indexes": [0]}]})
-    p0, p1, p9 = r["topics"][0]["partitions"]
-    assert p0["error_code"] == 0 and p1["error_code"] == 0 and p1["active_producers"] == []
-    assert p9["error_code"] == 3 and r["topics"][1]["partitions"][0]["error_code"] == 3
-    got = {a["producer_id"]: (a["producer_epoch"], a["last_sequence"], a["coordinator_epoch"],
-                              a["current_txn_start_offset"]) for a in p0["active_producers"]}
-    assert got == {1: (2, 0, -1, 0), 2: (0, 0, -1, -1), 3: (0, 0, 4, -1)}
-
-
-def test_describe_producers_split_by_owner_keeps_request_order():
-    spec = PART_SPECS[K.DESCRIBE_PRODUCERS]
-    req = {"topics": [{"name": "a", "partition_indexes": [3, 0, 1]},
-                      {"name": "b", "partition_indexes": [2]}]}
-    parts = split_partitions(req, spec, lambda t, p: p % 2)
-    assert parts[0]["topics"] == [{"name": "a", "partition_indexes": [0]},
-                                  {"name": "b", "partition_indexes": [2]}]
-    assert parts[1]["topics"] == [{"name": "a", "partition_indexes": [3, 1]}]
-
-    def answer(sub):
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t["name"], "partitions": [{"partition_index": i, "error_code": 0}
-                                               for i in t["partition_indexes"]]}
-            for t in sub["topics"]]}
-    merged = merge_partitions(req, spec, [answer(parts[1]), answer(parts[0])])
-    assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
-            for t in merged["topics"]] == [("a", [3, 0, 1]), ("b", [2])]
