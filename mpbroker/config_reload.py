@@ -14,7 +14,7 @@ from mpbroker import config as configmod
 
 def apply_log_level(cfg) -> None:
     """`log.level` of `cfg` on this process's root logger (an unknown name: unchanged)."""
-    level = getattr(logging, str(cfg.get("log.level", "INFO")).upper(), None)
+    level = getattr(logging, str(cfg["log.level"]).upper(), None)
     if isinstance(level, int):
         logging.getLogger().setLevel(level)
 

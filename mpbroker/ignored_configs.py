@@ -47,7 +47,7 @@ IGNORED_KEYS = frozenset("""
     inter.broker.protocol.version log.message.format.version
     log.dir.failure.timeout.ms log.initial.task.delay.ms
     log.cleaner.backoff.max.ms
-    max.connection.creation.rate max.incremental.fetch.session.cache.slots
+    max.connection.creation.rate
     max.request.partition.size.limit
     num.replica.alter.log.dirs.threads
     password.encoder.secret password.encoder.old.secret password.encoder.keyfactory.algorithm

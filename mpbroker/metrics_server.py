@@ -18,6 +18,9 @@ Kafka has no name for (per worker CPU and event-loop lag). Times keep Kafka's un
 Counters never go backwards: each worker's counters are kept per worker id, and when a
 worker's pid changes (a respawn) the previous process's last values become a base that
 the new process's values are added to.
+
+prometheus_client is imported where a server is built: the controller process imports
+this module whether or not `metrics.listener` is set, and starts faster without it.
 """
 from __future__ import annotations
 

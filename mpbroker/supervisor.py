@@ -59,6 +59,11 @@ loop dispatches to `handle_<name>`.
 Before a fork the supervisor touches nothing process-wide (no event loop, no loop
 policy, no threads); each child resets the signal dispositions, closes the channel
 ends that are not its own, and drops `NOTIFY_SOCKET`.
+
+One piece at ~740 lines, as gunicorn's arbiter: what is left is the arbiter's one loop
+(spawn, reap, the heartbeat and listener checks, signals, reload, stop) over one table of
+children; the framing, the heartbeat table, the listeners and the process mains are in
+their own modules.
 """
 from __future__ import annotations
 

@@ -66,7 +66,6 @@ HEADER_SIZE = 61                    # RECORD_BATCH_OVERHEAD
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 LEGACY_MIN_MESSAGE_SIZE = 14        # v0 message without offset/length: what framing accepts
 MIN_RECORD_SIZE = 7                 # length, attributes, ts, offset, key, value, headers
-MAX_RECORD_OVERHEAD = 21            # length 5, attributes 1, ts 10, offset 5
 DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
 
 COMPRESSION_MASK = 0x07
@@ -98,7 +97,6 @@ PRODUCER_ID_OFFSET = 43
 PRODUCER_EPOCH_OFFSET = 51
 BASE_SEQUENCE_OFFSET = 53
 RECORD_COUNT_OFFSET = 57
-RECORDS_OFFSET = 61
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _LOG_HEADER = struct.Struct(">qi")

@@ -250,6 +250,19 @@ class _MmapIndex:
         except FileNotFoundError:
             pass
 
+    def check_all_monotonic(self) -> None:
+        """Full O(n) check (tests and `dump-log`): keys strictly increasing, values
+        non-decreasing (`entry(n)` is (key, value))."""
+        prev = (self._KEY_BEFORE_FIRST, -1)
+        for n in range(self._entries):
+            cur = self.entry(n)
+            if cur[0] <= prev[0] or cur[1] < prev[1]:
+                raise CorruptIndexError(f"{self.path}: entry {n} {cur} after {prev}")
+            prev = cur
+
+    def all_entries(self) -> list[tuple[int, int]]:
+        return [self.entry(n) for n in range(self._entries)]
+
     def _check_room(self, skip_full_check: bool = False) -> None:
         if not self.writable:
             raise StorageError(f"index {self.path} is read-only")
@@ -262,6 +275,7 @@ class OffsetIndex(_MmapIndex):
 
     ENTRY_SIZE = 8
     _S = struct.Struct(">ii")
+    _KEY_BEFORE_FIRST = -1            # offsets
 
     def entry(self, n: int) -> tuple[int, int]:
         """(absolute offset, position) of entry n."""
@@ -333,18 +347,6 @@ class OffsetIndex(_MmapIndex):
                 or (log_size is not None and pos[-1] >= max(log_size, 1))):
             raise CorruptIndexError(f"{self.path}: entries not increasing")
 
-    def check_all_monotonic(self) -> None:
-        """Full O(n) check (tests and `dump-log`)."""
-        prev = (-1, -1)
-        for n in range(self._entries):
-            cur = self.entry(n)
-            if cur[0] <= prev[0] or cur[1] < prev[1]:
-                raise CorruptIndexError(f"{self.path}: entry {n} {cur} after {prev}")
-            prev = cur
-
-    def all_entries(self) -> list[tuple[int, int]]:
-        return [self.entry(n) for n in range(self._entries)]
-
 
 class TimeIndex(_MmapIndex):
     """`.timeindex`: timestamp int64 + relative offset int32 per entry.
@@ -355,6 +357,7 @@ class TimeIndex(_MmapIndex):
 
     ENTRY_SIZE = 12
     _S = struct.Struct(">qi")
+    _KEY_BEFORE_FIRST = -(2**63)      # timestamps
 
     def entry(self, n: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of entry n."""
@@ -423,14 +426,3 @@ class TimeIndex(_MmapIndex):
         rel = [e[1] for e in entries]
         if rel[0] < 0 or sorted(ts) != ts or len(set(ts)) != n or sorted(rel) != rel:
             raise CorruptIndexError(f"{self.path}: entries not increasing")
-
-    def check_all_monotonic(self) -> None:
-        prev = (-(2**63), -1)
-        for n in range(self._entries):
-            cur = self.entry(n)
-            if cur[0] <= prev[0] or cur[1] < prev[1]:
-                raise CorruptIndexError(f"{self.path}: entry {n} {cur} after {prev}")
-            prev = cur
-
-    def all_entries(self) -> list[tuple[int, int]]:
-        return [self.entry(n) for n in range(self._entries)]

@@ -1,5 +1,6 @@
-"""Message sets of magic v0 and v1 (Kafka before 0.11): parse, up-convert to v2 batches,
-down-convert v2 batches for old fetchers.
+"""Message sets of magic v0 and v1 (Kafka before 0.11): parse (storage/convert.py
+up-converts what this yields to v2 batches), build, and down-convert v2 batches for old
+fetchers.
 
 Message set entry (big-endian)::
 
@@ -21,8 +22,7 @@ A v1 wrapper with LogAppendTime gives every inner message its own timestamp; inn
 messages always say CreateTime. LZ4 in v0 uses the broken frame header checksum
 (see storage.codecs).
 
-Up-conversion builds one v2 batch per message set (what Kafka's LogValidator does for
-produce); down-conversion builds, per v2 batch, plain messages (uncompressed batch) or
+Down-conversion builds, per v2 batch, plain messages (uncompressed batch) or
 one wrapper (compressed batch), drops headers and control batches, and refuses zstd.
 """
 import struct
@@ -31,7 +31,7 @@ from typing import Iterator, NamedTuple, Optional
 
 from storage import codecs
 from storage.batch import (DEFAULT_MAX_UNCOMPRESSED_BYTES, LOG_OVERHEAD, NO_TIMESTAMP,
-                           BatchBuilder, RecordBatch, iter_batches)
+                           RecordBatch, iter_batches)
 from storage.errors import (CorruptRecordError, InvalidRecordError,
                             UnsupportedCompressionTypeError, UnsupportedForMessageFormatError)
 
@@ -162,34 +162,6 @@ def _open_wrapper(wrapper, codec, timestamp_type, max_uncompressed_bytes):
                            message.magic, codec, timestamp_type)
 
 
-# -- up-conversion ---------------------------------------------------------------------
-
-def convert_to_v2(buf, *, preserve_offsets: bool = False, compression: Optional[int] = None,
-                  max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES) -> bytes:
-    """One v2 batch with every record of a v0/v1 message set (b"" when it is empty).
-
-    Offsets are 0, 1, ... (a produce request: the log assigns them) unless
-    `preserve_offsets` (data read back from an old segment). The batch takes the
-    message set's codec unless `compression` says otherwise. v0 records keep
-    timestamp -1 (NO_TIMESTAMP), as Kafka's up-conversion does.
-    """
-    records = list(iter_records(buf, max_uncompressed_bytes))
-    if not records:
-        return b""
-    codec = records[0].codec if compression is None else compression
-    base = records[0].offset if preserve_offsets else 0
-    builder = BatchBuilder(base, compression=codec)
-    previous = None
-    for index, record in enumerate(records):
-        offset = record.offset if preserve_offsets else index
-        if previous is not None and offset <= previous:
-            raise InvalidRecordError("offsets not increasing in message set (%d after %d)"
-                                     % (offset, previous))
-        builder.append(record.key, record.value, timestamp=record.timestamp, offset=offset)
-        previous = offset
-    return builder.build()
-
-
 # -- building and down-conversion --------------------------------------------------------
 
 def encode_message(magic: int, attributes: int, timestamp: int, key, value) -> bytes:
@@ -286,4 +258,3 @@ def _down_convert_legacy(buf, to_magic, max_uncompressed_bytes):
     codec = records[0].codec if records else 0
     return build_message_set([(r.offset, r.timestamp, r.key, r.value) for r in records],
                              to_magic, codec)
-

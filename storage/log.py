@@ -68,6 +68,10 @@ Opening, creating and recovering a log: storage/log_recovery.py (`LogRecovery`).
 Retention, DeleteRecords, truncation and the compaction swap: storage/log_retention.py
 (`LogRetention`).  Both are parts of `Log`, split out by concept; `Log` owns the state.
 Topic settings: storage/log_config.py (`LogConfig`).
+
+One piece at ~700 lines: what is left is the append, its undo, the roll, the reads and
+the flush, which all change the segment list under the invariants above (asserted after
+every change), so a split would only spread that state over two files.
 """
 from __future__ import annotations
 

@@ -27,12 +27,12 @@ def cleaner_manager(cfg) -> CleanerManager:
     `log.cleaner.dedupe.buffer.size` (split evenly between the workers, as Kafka
     splits it between its cleaner threads) bounds the one offset map alive."""
     workers = max(1, getattr(cfg, "num_workers", None) or os.cpu_count() or 1)
-    share = cfg.get("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024) // workers
+    share = cfg["log.cleaner.dedupe.buffer.size"] // workers
     return CleanerManager(
         max_map_entries=map_entries_for(
-            share, cfg.get("log.cleaner.io.buffer.load.factor", 0.9)),
-        backoff_ms=cfg.get("log.cleaner.backoff.ms", 15000),
-        enabled=bool(cfg.get("log.cleaner.enable", True)))
+            share, cfg["log.cleaner.io.buffer.load.factor"]),
+        backoff_ms=cfg["log.cleaner.backoff.ms"],
+        enabled=bool(cfg["log.cleaner.enable"]))
 
 
 def _served(worker) -> list:
@@ -43,10 +43,10 @@ def _served(worker) -> list:
 async def run(worker) -> None:
     """The housekeeping loop of `worker` (cancelled by its shutdown)."""
     cfg = worker.config
-    tick_ms = min(cfg.get("log.flush.scheduler.interval.ms", 1000) or 1000, 1000)
-    every = {"retention": cfg.get("log.retention.check.interval.ms", 300000),
-             "checkpoint": cfg.get("log.flush.offset.checkpoint.interval.ms", 60000),
-             "producers": cfg.get("producer.id.expiration.check.interval.ms", 600000)}
+    tick_ms = min(cfg["log.flush.scheduler.interval.ms"] or 1000, 1000)
+    every = {"retention": cfg["log.retention.check.interval.ms"],
+             "checkpoint": cfg["log.flush.offset.checkpoint.interval.ms"],
+             "producers": cfg["producer.id.expiration.check.interval.ms"]}
     last = {k: worker.clock() for k in every}
     while True:
         await asyncio.sleep(tick_ms / 1000)

@@ -26,17 +26,6 @@ from storage.slices import FileSlice
 log = logging.getLogger(__name__)
 
 
-def portable(api_key: int, body: dict) -> dict:
-    """A request body that survives pickling: Produce records (memoryviews over the
-    request frame) become bytearrays (the one copy to the owner)."""
-    if api_key == api_keys.PRODUCE:
-        return {**body, "topic_data": [
-            {**t, "partition_data": [
-                {**p, "records": bytearray(p["records"])} if isinstance(p.get("records"), memoryview)
-                else p for p in t["partition_data"]]} for t in body["topic_data"]]}
-    return body
-
-
 def detach_records(api_key: int, body: dict) -> tuple[dict, list]:
     """A Produce body for the mesh with every partition's records replaced by the index
     of its raw buffer, and the buffers (memoryviews over the client's request frame, not

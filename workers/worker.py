@@ -106,8 +106,8 @@ class Worker:
         self.fetch_purgatory = Purgatory("Fetch", self.timer)
         self.delete_records_purgatory = Purgatory("DeleteRecords", self.timer)
         self.fetch_sessions = FetchSessionCache(
-            max_sessions=config.get("max.incremental.fetch.session.cache.slots", 1000),
-            max_bytes=config.get("max.incremental.fetch.session.cache.bytes", 128 << 20),
+            max_sessions=config["max.incremental.fetch.session.cache.slots"],
+            max_bytes=config["max.incremental.fetch.session.cache.bytes"],
             clock=timer_clock)
         self.groups = None  # workers.groups.service.GroupService, set by start()
         self.transactions = None  # workers.txn.service.TransactionService, set by start()

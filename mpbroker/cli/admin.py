@@ -17,7 +17,9 @@ offers; the project's own protocol client (workers/kafka_client.py) for the thre
 requests it lacks: DescribeLogDirs, ApiVersions per broker and OffsetDelete. That
 client speaks TLS and SASL from the same --command-config properties
 (mpbroker/security/client.py); an unusable one exits 2.
-confluent-kafka is imported only when a command runs, so the broker does not need it.
+confluent-kafka is imported only when a command runs, so the broker does not need it;
+so are the project's codecs and client: every `mpbroker` command loads this module, and
+none but the command that calls the broker should pay for them at start-up.
 
 Errors: a `CliError` (or a Kafka error from the library) ends the command with one
 line on stderr, `mpbroker: <ERROR_NAME>: <message>`, and exit code 1; bad arguments
@@ -334,10 +336,3 @@ def run(func: Callable, args) -> int:
         else:
             print(f"mpbroker: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-
-
-def register_all(sub) -> None:
-    """Adds every admin command to the `mpbroker` subcommand table."""
-    from mpbroker.cli import cluster, configs, console, groups, log_dirs, offsets, topics
-    for mod in (topics, groups, configs, offsets, log_dirs, console, cluster):
-        mod.register(sub)

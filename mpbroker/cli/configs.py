@@ -13,6 +13,9 @@ IncrementalAlterConfigs (values in `[...]` may hold commas, as kafka-configs).
 from __future__ import annotations
 
 from mpbroker.cli import admin
+from mpbroker.protocol import api_keys as K
+
+# confluent_kafka is imported inside the commands: see mpbroker/cli/admin.py's docstring.
 
 DYNAMIC_SOURCES = {"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG",
                    "DYNAMIC_DEFAULT_BROKER_CONFIG", "DYNAMIC_BROKER_LOGGER_CONFIG"}
@@ -84,7 +87,6 @@ def _describe_entries(args, rtype, name) -> list[dict]:
     librdkafka refuses a resource with an empty name."""
     from confluent_kafka.admin import ConfigResource
     if name == "":
-        from mpbroker.protocol import api_keys as K
         body = {"resources": [{"resource_type": int(rtype.value), "resource_name": "",
                                "configuration_keys": None}],
                 "include_synonyms": True, "include_documentation": False}
@@ -164,7 +166,6 @@ def cmd_alter(args) -> int:
 
 def _alter_default(args, rtype, sets: dict, deletes: list) -> None:
     """IncrementalAlterConfigs of the cluster-wide broker default (see _describe_entries)."""
-    from mpbroker.protocol import api_keys as K
     configs = [{"name": k, "config_operation": 0, "value": v} for k, v in sets.items()]
     configs += [{"name": k, "config_operation": 1, "value": None} for k in deletes]
     body = {"resources": [{"resource_type": int(rtype.value), "resource_name": "",

@@ -35,6 +35,8 @@ import time
 
 from mpbroker.cli import admin
 
+# confluent_kafka is imported inside the commands: see mpbroker/cli/admin.py's docstring.
+
 FATAL_CONSUME = {"UNKNOWN_TOPIC_OR_PART", "TOPIC_AUTHORIZATION_FAILED",
                  "GROUP_AUTHORIZATION_FAILED", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION",
                  "INVALID_GROUP_ID"}

@@ -47,6 +47,8 @@ from storage.epoch_cache import LEADER_EPOCH_FILE
 from storage.errors import StorageError
 from storage.producer_state import ProducerStateManager, SNAPSHOT_SUFFIX
 from storage.txn_index import ENTRY as TXN_ENTRY
+from workers.groups import records as group_records
+from workers.txn import records as txn_records
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024          # Kafka's --max-message-size default
 CHUNK = 64 * 1024
@@ -149,9 +151,8 @@ def _json(obj) -> str:
 
 def _offsets_key_value(key: Optional[bytes], value: Optional[bytes]) -> tuple[str, str]:
     """A `__consumer_offsets` record as Kafka's GroupMetadataManager.formatRecordKeyAndValue."""
-    from workers.groups import records as g
-    return _coordinator_record(key, value, g.decode_key,
-                               lambda k, kv: _offsets_record(g, k, kv, value))
+    return _coordinator_record(key, value, group_records.decode_key,
+                               lambda k, kv: _offsets_record(group_records, k, kv, value))
 
 
 def _coordinator_record(key: Optional[bytes], value: Optional[bytes], decode_key, describe):
@@ -212,10 +213,9 @@ def _value_text(value: Optional[bytes], decode, fields) -> str:
 
 def _txn_key_value(key: Optional[bytes], value: Optional[bytes]) -> tuple[str, str]:
     """A `__transaction_state` record as Kafka's TransactionLog.formatRecordKeyAndValue."""
-    from workers.txn import records as t
-    return _coordinator_record(key, value, t.decode_key, lambda tid, kv: (
+    return _coordinator_record(key, value, txn_records.decode_key, lambda tid, kv: (
         _json({"type": str(kv), "data": {"transactionalId": tid}}),
-        _value_text(value, t.decode_value, _txn_fields)))
+        _value_text(value, txn_records.decode_value, _txn_fields)))
 
 
 def _txn_fields(v) -> dict:

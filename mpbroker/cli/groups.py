@@ -27,6 +27,9 @@ import sys
 from datetime import datetime
 
 from mpbroker.cli import admin
+from mpbroker.protocol import api_keys as K
+
+# confluent_kafka is imported inside the commands: see mpbroker/cli/admin.py's docstring.
 
 NO_OFFSET = -1001      # librdkafka's OFFSET_INVALID: no committed offset
 
@@ -299,7 +302,6 @@ def cmd_delete(args) -> int:
 
 
 def cmd_delete_offsets(args) -> int:
-    from mpbroker.protocol import api_keys as K
     if not args.group or len(args.group) != 1:
         raise admin.CliError("delete-offsets takes exactly one --group", 2)
     if not args.topic:

@@ -23,6 +23,7 @@ from DIR (within --request-timeout-ms). --json prints {"version": 1, "moves":
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from mpbroker.cli import admin
@@ -108,7 +109,6 @@ def _replica_dirs(args, brokers, topic: str, partition: int) -> dict[int, tuple[
 
 
 def cmd_move(args) -> int:
-    import os
     if not os.path.isabs(args.dir):
         raise admin.CliError(f"--dir must be an absolute path: {args.dir}", 2)
     client = admin.admin_client(args)

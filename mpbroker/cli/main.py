@@ -22,6 +22,10 @@ the children and released when the last process of the broker exits).
 
 Exit codes: 0 clean stop, 2 bad configuration or arguments, an unusable or locked log
 dir, a port in use (one line on stderr), 1 anything else.
+
+Each command imports what it runs inside its function: start-up time, so that
+`mpbroker --help`, `dump-log` and the admin tools do not load the broker (importing
+`mpbroker.supervisor` alone takes about a second).
 """
 from __future__ import annotations
 
@@ -29,6 +33,9 @@ import argparse
 import logging
 import os
 import sys
+
+from mpbroker.cli import (acls, cluster, configs, console, dump_log, groups, log_dirs, mirror, offsets,
+                          topics, users)
 
 
 def cmd_serve(args) -> int:
@@ -56,7 +63,7 @@ def cmd_serve(args) -> int:
         print(f"mpbroker: cannot read config {args.config}: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(
-        level=getattr(logging, str(cfg.get("log.level", "INFO")).upper(), logging.INFO),
+        level=getattr(logging, str(cfg["log.level"]).upper(), logging.INFO),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("mpbroker.config")
     for name in cfg.unknown:
@@ -153,7 +160,6 @@ def _admin_socket_problem(path: str) -> str | None:
 
 def cmd_dump_log(args) -> int:
     """Print segments, indexes, snapshots and checkpoints (mpbroker/cli/dump_log.py)."""
-    from mpbroker.cli import dump_log
     return dump_log.run(args)
 
 
@@ -312,8 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("dump-log", help="print segment, index, snapshot and checkpoint files "
                                          "(kafka-dump-log.sh)")
-    from mpbroker.cli.dump_log import add_arguments as dump_log_arguments
-    dump_log_arguments(p)
+    dump_log.add_arguments(p)
     p.set_defaults(func=cmd_dump_log)
     p = sub.add_parser("placement", help="show or change which worker owns each partition")
     p.add_argument("action", choices=("show", "move", "balance", "history"))
@@ -332,14 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=0, help="show --watch: stop after N screens")
     p.add_argument("--limit", type=int, default=100, help="history: the newest N moves")
     p.set_defaults(func=cmd_placement)
-    from mpbroker.cli.admin import register_all      # topics, groups, configs, ... (admin CLI)
-    from mpbroker.cli import acls
-    register_all(sub)
-    from mpbroker.cli import mirror                  # mpbroker mirror (mpbroker/mirror/)
-    mirror.register(sub)
-    from mpbroker.cli import users                   # SCRAM users (mpbroker/security/scram.py)
-    users.register(sub)
-    acls.register(sub)                               # ACLs (mpbroker/security/authorizer.py)
+    for admin_command in (topics, groups, configs, offsets, log_dirs, console, cluster,
+                          mirror, users, acls):
+        admin_command.register(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

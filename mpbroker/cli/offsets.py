@@ -11,6 +11,8 @@ from __future__ import annotations
 from mpbroker.cli import admin
 from mpbroker.metadata.model import INTERNAL_TOPICS
 
+# confluent_kafka is imported inside the commands: see mpbroker/cli/admin.py's docstring.
+
 SPECIAL = {"latest": -1, "earliest": -2, "max-timestamp": -3}
 
 

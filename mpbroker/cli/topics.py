@@ -17,6 +17,8 @@ from __future__ import annotations
 from mpbroker.cli import admin
 from mpbroker.metadata.model import INTERNAL_TOPICS
 
+# confluent_kafka is imported inside the commands: see mpbroker/cli/admin.py's docstring.
+
 
 def _names(args) -> list[str]:
     return list(args.topics) + list(args.topic or [])

@@ -33,6 +33,7 @@ from mpbroker.controller import broker_requests, isr_change, limits
 from mpbroker.controller import acl_ops, topic_requests
 from mpbroker.controller.config_ops import DynamicBrokerConfigs, alter_each, alter_topic, load_json
 from mpbroker.controller.producer_ids import BLOCK_SIZE, ProducerIdBlocks
+from mpbroker.controller.worker_facing import WorkerFacing
 from mpbroker.metadata import model, scram_users, store
 from mpbroker.metadata.model import MetadataError
 from mpbroker.metadata.quota import THROTTLING_MESSAGE
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 YIELD_EVERY = 256        # topics created between two yields to the event loop (heartbeats)
 
 
-class EmbeddedController:
+class EmbeddedController(WorkerFacing):
     active = True       # the one controller of its single-broker cluster (KafkaController's gauge)
 
     def __init__(self, cfg: configmod.BrokerConfig):
@@ -88,20 +89,6 @@ class EmbeddedController:
 
     def _quota(self, quota):
         return self.limits.quota(self._broker_cfg, quota)
-
-    def attach_worker(self, worker) -> None:
-        self.workers.append(worker)
-
-    def metadata(self) -> model.ClusterMetadata:
-        return self.md
-
-    def broker_config(self) -> configmod.BrokerConfig:
-        return self._broker_cfg
-
-    def reload(self, cfg: configmod.BrokerConfig) -> None:
-        """SIGHUP: a new static layer (server.properties) under the same dynamic layers."""
-        self.cfg = cfg
-        self._broker_cfg = self.dynamic.over(cfg)
 
     def register_broker(self, broker_id: int, host: str, port: int, rack=None,
                         endpoints: tuple = ()) -> None:

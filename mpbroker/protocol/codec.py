@@ -449,21 +449,18 @@ _encoders: dict[tuple[str, int], object] = {}
 
 def decoder(msg: Message, version: int):
     """The compiled decoder of msg at version: fn(buf, pos) -> (dict, pos)."""
-    fn = _decoders.get((msg.name, version))
-    if fn is None:
-        if not msg.has_version(version):
-            raise UnsupportedVersion(msg.api_key if msg.api_key is not None else -1, version)
-        fn = _decoders[(msg.name, version)] = _DecoderGen(msg, version).build()
-    return fn
+    return _decoders.get((msg.name, version)) or _compile(_decoders, _DecoderGen, msg, version)
 
 
 def encoder(msg: Message, version: int):
     """The compiled encoder of msg at version: fn(body) -> list of chunks."""
-    fn = _encoders.get((msg.name, version))
-    if fn is None:
-        if not msg.has_version(version):
-            raise UnsupportedVersion(msg.api_key if msg.api_key is not None else -1, version)
-        fn = _encoders[(msg.name, version)] = _EncoderGen(msg, version).build()
+    return _encoders.get((msg.name, version)) or _compile(_encoders, _EncoderGen, msg, version)
+
+
+def _compile(cache: dict, gen, msg: Message, version: int):
+    if not msg.has_version(version):
+        raise UnsupportedVersion(msg.api_key if msg.api_key is not None else -1, version)
+    fn = cache[(msg.name, version)] = gen(msg, version).build()
     return fn
 
 

@@ -59,10 +59,6 @@ def read_uvarint(buf, pos: int, max_bytes: int = 5) -> tuple[int, int]:
     raise ProtocolError("varint is too long")
 
 
-def read_uvarlong(buf, pos: int) -> tuple[int, int]:
-    return read_uvarint(buf, pos, 10)
-
-
 def unzigzag(n: int) -> int:
     return (n >> 1) ^ -(n & 1)
 

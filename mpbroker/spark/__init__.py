@@ -11,7 +11,9 @@ with `format("mpbroker")`, on PySpark 4's Python Data Source API and confluent-k
 Options and columns follow Spark's own Kafka connector (`mpbroker.spark.options`);
 the short name is `mpbroker` because Spark reserves `kafka`. The reader is in
 `mpbroker.spark.source`, the sink and its exactly-once mechanisms in
-`mpbroker.spark.sink`, the Kafka client code in `mpbroker.spark.client`.
+`mpbroker.spark.sink`, the Kafka client code in `mpbroker.spark.client`. `register`
+imports them: pyspark is an optional dependency, and `import mpbroker.spark` does not
+need it.
 """
 from __future__ import annotations
 

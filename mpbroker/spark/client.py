@@ -19,6 +19,9 @@ import time
 import uuid
 from typing import Iterator, Mapping
 
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition as KTP
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from mpbroker.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, Subscription, TopicPartition
 
 log = logging.getLogger("mpbroker.spark")
@@ -51,7 +54,6 @@ def consumer(conf: Mapping[str, str], group_id_prefix: str = "mpbroker-spark", *
     """A consumer that only reads assigned partitions and commits nothing. Its group id
     (never used for a subscription or a commit) is `kafka.group.id` when given, else
     `<groupIdPrefix>-<random>`, as in Spark's connector."""
-    from confluent_kafka import Consumer
 
     base = {
         "group.id": f"{group_id_prefix}-{uuid.uuid4().hex[:12]}",
@@ -68,7 +70,6 @@ def consumer(conf: Mapping[str, str], group_id_prefix: str = "mpbroker-spark", *
 
 
 def producer(conf: Mapping[str, str], **extra):
-    from confluent_kafka import Producer
 
     base = {
         "enable.idempotence": True,  # acks=all, retries without duplicates or reordering
@@ -84,7 +85,6 @@ def producer(conf: Mapping[str, str], **extra):
 
 
 def admin(conf: Mapping[str, str]):
-    from confluent_kafka.admin import AdminClient
 
     return AdminClient({k: v for k, v in conf.items() if k not in ("isolation.level",)})
 
@@ -122,7 +122,6 @@ def resolve_subscription(client, sub: Subscription, timeout: float = METADATA_TI
 def watermarks(client, tps: list[TopicPartition],
                timeout: float = METADATA_TIMEOUT_S) -> dict[TopicPartition, tuple[int, int]]:
     """{tp: (log start offset, high watermark or last stable offset)} asked of the broker."""
-    from confluent_kafka import TopicPartition as KTP
 
     return {(t, p): client.get_watermark_offsets(KTP(t, p), timeout=timeout, cached=False) for t, p in tps}
 
@@ -130,7 +129,6 @@ def watermarks(client, tps: list[TopicPartition],
 def offsets_for_times(client, times: Mapping[TopicPartition, int],
                       timeout: float = METADATA_TIMEOUT_S) -> dict[TopicPartition, int]:
     """{tp: first offset with timestamp >= ts, or -1 when there is none}."""
-    from confluent_kafka import TopicPartition as KTP
 
     if not times:
         return {}
@@ -198,7 +196,6 @@ def read_range(conf: Mapping[str, str], topic: str, partition: int, start: int, 
     Offsets need not be contiguous (compaction, transaction markers, aborted records
     under read_committed). Records before `start` that retention already removed are a
     data loss; so is running into the end of the log before `end`."""
-    from confluent_kafka import KafkaError, TopicPartition as KTP
 
     if start >= end:
         return
@@ -262,7 +259,6 @@ def read_range(conf: Mapping[str, str], topic: str, partition: int, start: int, 
 
 
 def _position(c, topic: str, partition: int, default: int) -> int:
-    from confluent_kafka import TopicPartition as KTP
 
     try:
         (tp,) = c.position([KTP(topic, partition)])
@@ -320,8 +316,6 @@ def _recv(s: socket.socket, n: int) -> bytes:
 def ensure_topic(conf: Mapping[str, str], name: str, partitions: int = 1, config: dict | None = None,
                  timeout: float = METADATA_TIMEOUT_S) -> None:
     """Create a topic unless it exists (a race with another creator is fine)."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import NewTopic
 
     a = admin(conf)
     if name in topic_partitions(a, [name], timeout):

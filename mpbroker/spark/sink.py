@@ -50,6 +50,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
 
+from confluent_kafka import TopicPartition as KTP
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
@@ -182,7 +184,6 @@ class MpbrokerBatchWriter(DataSourceWriter):
         check_schema(schema, self.default_topic)
 
     def write(self, iterator: Iterator) -> SinkCommit:
-        from pyspark import TaskContext
 
         tc = TaskContext.get()
         p = client.producer(self.conf)
@@ -233,7 +234,6 @@ class MarkerLog:
         first finds the newest record for `key` whatever its transaction's fate, waits
         until the transactions open before it are decided (the last stable offset
         passes it), then reads committed records up to it."""
-        from confluent_kafka import TopicPartition as KTP
 
         part = self.partition_for(key, probe)
         low, high = probe.get_watermark_offsets(KTP(self.topic, part), timeout=client.METADATA_TIMEOUT_S,
@@ -266,7 +266,6 @@ class MarkerLog:
         """Until the last stable offset of the marker partition is at least `offset`
         (bounded: an open transaction ends by its commit, its abort, the fencing of its
         transactional id or the coordinator's timeout)."""
-        from confluent_kafka import TopicPartition as KTP
 
         c = client.consumer(self.conf, **{"isolation.level": "read_committed"})
         try:
@@ -333,7 +332,6 @@ class MpbrokerStreamWriter(DataSourceStreamWriter):
                                 {"cleanup.policy": "compact"})
 
     def write(self, iterator: Iterator) -> SinkCommit:
-        from pyspark import TaskContext
 
         tc = TaskContext.get()
         batch_id = int(tc.getLocalProperty("streaming.sql.batchId"))

@@ -18,6 +18,9 @@ Data loss: a planned start offset below the partition's log start offset (retent
 or DeleteRecords removed it), or a partition that disappeared, fails the query with
 `DataLossError` unless `failOnDataLoss=false`, in which case reading resumes at the
 earliest offset still there.
+
+pyarrow is imported inside the reading functions only: the tasks that read need it, the
+driver, which only plans, does not load it.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from mpbroker.spark import client, options as opt
+from mpbroker.spark.sink import MpbrokerBatchWriter, MpbrokerStreamWriter
 
 log = logging.getLogger("mpbroker.spark")
 
@@ -298,8 +302,6 @@ class MpbrokerDataSource(DataSource):
         return MpbrokerStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool):
-        from mpbroker.spark.sink import MpbrokerBatchWriter
-
         if overwrite:
             # As Spark's Kafka sink: a topic cannot be truncated and rewritten.
             raise opt.OptionError("save mode Overwrite is not allowed for format('mpbroker'): "
@@ -308,6 +310,4 @@ class MpbrokerDataSource(DataSource):
         return MpbrokerBatchWriter(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        from mpbroker.spark.sink import MpbrokerStreamWriter
-
         return MpbrokerStreamWriter(self.options, schema)

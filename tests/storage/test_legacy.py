@@ -10,7 +10,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from storage import batch as B
 from storage import codecs, legacy
-from storage.batch import BatchBuilder, RecordBatch
+from storage.batch import BatchBuilder
 from storage.errors import (CorruptRecordError, InvalidRecordError, StorageError,
                             UnsupportedCompressionTypeError)
 
@@ -127,23 +127,6 @@ def test_corruption_and_invalid_wrappers():
         list(legacy.iter_records(struct.pack(">qi", 0, len(zstd)) + zstd))
     with pytest.raises(CorruptRecordError):
         list(legacy.iter_records(struct.pack(">qi", 0, 5) + b"\0" * 5))
-
-
-def test_convert_to_v2():
-    message_set = legacy.build_message_set(
-        [(i, TS + i, b"k%d" % i, b"v%d" % i) for i in range(5)], 1, codecs.LZ4)
-    batch = RecordBatch(legacy.convert_to_v2(message_set))
-    batch.validate(deep=True, from_client=True)
-    assert batch.compression == codecs.LZ4 and batch.record_count == 5
-    assert [(r.offset, r.timestamp, r.key) for r in batch.records()] == [
-        (i, TS + i, b"k%d" % i) for i in range(5)]
-    v0 = legacy.build_message_set([(0, -1, b"a", b"1"), (0, -1, b"b", b"2")], 0)
-    batch = RecordBatch(legacy.convert_to_v2(v0, compression=codecs.ZSTD))
-    assert batch.compression == codecs.ZSTD
-    assert [(r.offset, r.timestamp) for r in batch.records()] == [(0, -1), (1, -1)]
-    with pytest.raises(InvalidRecordError, match="increasing"):
-        legacy.convert_to_v2(v0, preserve_offsets=True)
-    assert legacy.convert_to_v2(b"") == b""
 
 
 @pytest.mark.parametrize("to_magic", [0, 1])

@@ -3,9 +3,10 @@
 Every API key and version of the registry (`workers.handlers.HANDLERS`) with a handler
 that raises, synchronously and from its awaitable: the dispatcher's answer is a framed
 response with the request's correlation id that decodes with the codec and carries the
-failure's code in its error fields. Then the codes chosen per failure, acks=0 Produce
-(closes instead of answering), a body that does not encode, and a real Connection over
-a socket pair answering requests pipelined behind a failure in order.
+failure's code in its error fields (the codes chosen per failure:
+test_handler_errors.py). Then acks=0 Produce (closes instead of answering), a body that
+does not encode, and a real Connection over a socket pair answering requests pipelined
+behind a failure in order.
 """
 from __future__ import annotations
 
@@ -16,11 +17,9 @@ import struct
 
 import pytest
 
-from mpbroker.metadata.model import MetadataError
 from mpbroker.protocol import api_keys as K
 from mpbroker.protocol import codec
 from mpbroker.protocol.errors import ErrorCode as E
-from storage.errors import CorruptRecordError
 from tests.mpbroker.protocol.test_error_response import Sample, _walk
 from workers import dispatch as D
 from workers import handler_errors as HE
@@ -123,31 +122,6 @@ def test_every_registered_api_answers_a_failing_awaitable(api_key, failing):
     chunks = asyncio.run(main())
     expect = E.COORDINATOR_NOT_AVAILABLE if api_key == K.FIND_COORDINATOR else E.UNKNOWN_SERVER_ERROR
     _check(api_key, version, chunks, expect)
-
-
-@pytest.mark.parametrize("exc,api_key,code", [
-    (OSError(errno.EIO, "I/O error"), K.CREATE_TOPICS, E.KAFKA_STORAGE_ERROR),
-    (OSError(errno.ENOSPC, "full"), K.DELETE_TOPICS, E.KAFKA_STORAGE_ERROR),
-    (OSError(errno.ENOSPC, "full"), K.FIND_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE),
-    (OSError(errno.ENOSPC, "full"), K.OFFSET_COMMIT, E.NOT_COORDINATOR),
-    (OSError(errno.ENOSPC, "full"), K.END_TXN, E.NOT_COORDINATOR),
-    (TimeoutError("controller call timed out"), K.CREATE_TOPICS, E.REQUEST_TIMED_OUT),
-    (asyncio.TimeoutError(), K.METADATA, E.REQUEST_TIMED_OUT),
-    (ConnectionError("lost the controller"), K.CREATE_TOPICS, E.UNKNOWN_SERVER_ERROR),
-    (MetadataError(E.POLICY_VIOLATION, "too many"), K.CREATE_TOPICS, E.POLICY_VIOLATION),
-    (CorruptRecordError("bad crc"), K.PRODUCE, E.CORRUPT_MESSAGE),
-    (KeyError("x"), K.PRODUCE, E.UNKNOWN_SERVER_ERROR),
-    (type("Odd", (Exception,), {"code": 9999})(), K.METADATA, E.UNKNOWN_SERVER_ERROR),
-    (type("Flag", (Exception,), {"code": True})(), K.METADATA, E.UNKNOWN_SERVER_ERROR),
-])
-def test_failure_codes(exc, api_key, code):
-    assert HE.failure_code(exc, api_key) == code
-
-
-def test_unknown_server_error_leaks_no_message_and_storage_error_says_why():
-    assert HE.failure_message(KeyError("secret internals"), E.UNKNOWN_SERVER_ERROR) is None
-    assert "No space" in HE.failure_message(OSError(28, "No space left on device"),
-                                            E.KAFKA_STORAGE_ERROR)
 
 
 def test_one_warning_per_failure_and_info_when_the_controller_logged_it(failing, caplog):

@@ -8,10 +8,10 @@ import asyncio
 from mpbroker.protocol import api_keys as K
 from storage.slices import FileSlice
 from workers.fetch_session import CachedPartition
-from workers.payloads import portable, sanitize_response
+from workers.payloads import sanitize_response
 from workers.router import (GROUP_MULTI, PART_SPECS, fetch_has_news, fetch_subrequest,
-                            merge_groups, merge_list_groups, merge_partitions, split_groups,
-                            split_partitions)
+                            merge_groups, merge_list_groups, merge_markers, merge_partitions,
+                            split_groups, split_markers, split_partitions)
 from workers.scope import PARTITION
 
 
@@ -124,13 +124,6 @@ def test_fetch_news_and_sanitize():
     # the fd stays home, the file's identity travels with the slice
     assert out["responses"][0]["partitions"][0]["records"] == \
         [FileSlice("/x/0.log", 0, 10, -1, 7, 99)]
-
-
-def test_portable_produce_records_become_bytearrays():
-    body = portable(K.PRODUCE, produce_req())
-    import pickle
-    again = pickle.loads(pickle.dumps(body))
-    assert again["topic_data"][0]["partition_data"][0]["records"] == bytearray(b"r3")
 
 
 # ------------------------------------------------------------ failures on the owner
@@ -366,3 +359,56 @@ def test_an_unreachable_owner_has_its_part_answered_here():
             "groups": [{"group_id": g, "here": True} for g in r["groups"]]}, GROUP)
     resp = asyncio.run(run())
     assert [g["group_id"] for g in resp["groups"]] == ["g1", "g2", "g3", "g4"]
+
+
+def test_split_and_merge_markers_by_owner():
+    req = {"markers": [
+        {"producer_id": 1, "producer_epoch": 0, "transaction_result": True,
+         "coordinator_epoch": 0, "topics": [{"name": "a", "partition_indexes": [0, 1, 2]},
+                                            {"name": "b", "partition_indexes": [1]}]},
+        {"producer_id": 2, "producer_epoch": 0, "transaction_result": False,
+         "coordinator_epoch": 0, "topics": [{"name": "a", "partition_indexes": [1]}]}]}
+    owner = lambda t, p: p % 2       # noqa: E731
+    parts = split_markers(req, owner)
+    assert set(parts) == {0, 1}
+    sub0, order0 = parts[0]
+    assert order0 == [0]
+    assert sub0["markers"][0]["topics"] == [{"name": "a", "partition_indexes": [0, 2]}]
+    sub1, order1 = parts[1]
+    assert order1 == [0, 1]
+    assert sub1["markers"][0]["topics"] == [{"name": "a", "partition_indexes": [1]},
+                                            {"name": "b", "partition_indexes": [1]}]
+
+    def answer(sub, code):
+        return {"markers": [{"producer_id": m["producer_id"], "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": i, "error_code": code + i}
+                                               for i in t["partition_indexes"]]}
+            for t in m["topics"]]} for m in sub["markers"]]}
+    merged = merge_markers(req, [(order1, answer(sub1, 10)), (order0, answer(sub0, 0))])
+    assert merged == {"markers": [
+        {"producer_id": 1, "topics": [
+            {"name": "a", "partitions": [{"partition_index": 0, "error_code": 0},
+                                         {"partition_index": 1, "error_code": 11},
+                                         {"partition_index": 2, "error_code": 2}]},
+            {"name": "b", "partitions": [{"partition_index": 1, "error_code": 11}]}]},
+        {"producer_id": 2, "topics": [
+            {"name": "a", "partitions": [{"partition_index": 1, "error_code": 11}]}]}]}
+
+
+def test_describe_producers_split_by_owner_keeps_request_order():
+    spec = PART_SPECS[K.DESCRIBE_PRODUCERS]
+    req = {"topics": [{"name": "a", "partition_indexes": [3, 0, 1]},
+                      {"name": "b", "partition_indexes": [2]}]}
+    parts = split_partitions(req, spec, lambda t, p: p % 2)
+    assert parts[0]["topics"] == [{"name": "a", "partition_indexes": [0]},
+                                  {"name": "b", "partition_indexes": [2]}]
+    assert parts[1]["topics"] == [{"name": "a", "partition_indexes": [3, 1]}]
+
+    def answer(sub):
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": i, "error_code": 0}
+                                               for i in t["partition_indexes"]]}
+            for t in sub["topics"]]}
+    merged = merge_partitions(req, spec, [answer(parts[1]), answer(parts[0])])
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
+            for t in merged["topics"]] == [("a", [3, 0, 1]), ("b", [2])]

@@ -1,5 +1,6 @@
 """read_committed on the worker side: Fetch/ListOffsets handlers, DelayedFetch waking on
-LSO moves, WriteTxnMarkers `apply_markers`, and the router's marker split/merge.
+LSO moves and on markers (the handlers' other tests, on this module's MiniBroker:
+handlers/test_produce.py, test_describe_producers.py, test_write_txn_markers.py).
 
 The handlers run against real Partitions (real Logs in tmp dirs), a real fetch session
 cache, real purgatories on a real timing wheel; the broker object around them is the
@@ -11,20 +12,14 @@ import asyncio
 import types
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from mpbroker.protocol.errors import ErrorCode
+from mpbroker.config import BROKER_CONFIGS
 from storage.batch import BatchBuilder
 from storage.log import Log, LogConfig
 from workers.fetch_session import FetchSessionCache
-from mpbroker.protocol import api_keys as K
-from workers.handlers import (describe_producers, fetch, list_offsets, produce as produce_handler,
-                              write_txn_markers)
+from workers.handlers import fetch, list_offsets, write_txn_markers
 from workers.partition import Partition
 from workers.purgatory import Purgatory
-from workers.router import (PART_SPECS, merge_markers, merge_partitions, split_markers,
-                            split_partitions)
 from workers.timing_wheel import Timer
 
 TOPIC = "t"
@@ -46,7 +41,8 @@ class MiniBroker:
         topic = types.SimpleNamespace(topic_id=b"\x01" * 16, partitions={i: None for i in
                                                                           range(partitions)})
         self.metadata = types.SimpleNamespace(topics={TOPIC: topic})
-        self.config = {"request.timeout.ms": 1000}
+        # the table's defaults, as a BrokerConfig with no props answers
+        self.config = {**{k: c.default for k, c in BROKER_CONFIGS.items()}, "request.timeout.ms": 1000}
         self.groups = None
         self.txn_verifier = None
 
@@ -150,174 +146,3 @@ def test_delayed_read_committed_fetch_wakes_on_lso_not_on_open_data(broker):
         assert part["last_stable_offset"] == 3 and part["aborted_transactions"] == []
         assert sum(s.length for s in part["records"]) > 0
     asyncio.run(run())
-
-
-def test_apply_markers_errors_per_partition(broker):
-    produce(broker, 0, txn_batch(1, 0, b"x", epoch=2))
-    res = write_txn_markers.apply_markers(broker, [
-        *markers(1, True, [0], epoch=1),                       # old producer epoch
-        *markers(1, True, [0, 1, 7], epoch=2, coordinator_epoch=3),
-        *markers(1, False, [1], epoch=2, coordinator_epoch=2),  # fenced coordinator
-        *markers(-1, True, [0]),                               # no producer id
-        {"producer_id": 1, "producer_epoch": 2, "transaction_result": True,
-         "topics": [{"name": "nope", "partition_indexes": [0]}], "coordinator_epoch": 3},
-    ])
-    codes = [[p["error_code"] for t in m["topics"] for p in t["partitions"]] for m in res]
-    assert codes == [[47], [0, 0, 3], [52], [49], [3]]
-    assert broker.partition(TOPIC, 0).last_stable_offset == 2
-    r = write_txn_markers.handle(broker, ctx(27, 1), {"markers": []})
-    assert r == {"markers": []}
-
-
-def test_split_and_merge_markers_by_owner():
-    req = {"markers": [
-        {"producer_id": 1, "producer_epoch": 0, "transaction_result": True,
-         "coordinator_epoch": 0, "topics": [{"name": "a", "partition_indexes": [0, 1, 2]},
-                                            {"name": "b", "partition_indexes": [1]}]},
-        {"producer_id": 2, "producer_epoch": 0, "transaction_result": False,
-         "coordinator_epoch": 0, "topics": [{"name": "a", "partition_indexes": [1]}]}]}
-    owner = lambda t, p: p % 2       # noqa: E731
-    parts = split_markers(req, owner)
-    assert set(parts) == {0, 1}
-    sub0, order0 = parts[0]
-    assert order0 == [0]
-    assert sub0["markers"][0]["topics"] == [{"name": "a", "partition_indexes": [0, 2]}]
-    sub1, order1 = parts[1]
-    assert order1 == [0, 1]
-    assert sub1["markers"][0]["topics"] == [{"name": "a", "partition_indexes": [1]},
-                                            {"name": "b", "partition_indexes": [1]}]
-
-    def answer(sub, code):
-        return {"markers": [{"producer_id": m["producer_id"], "topics": [
-            {"name": t["name"], "partitions": [{"partition_index": i, "error_code": code + i}
-                                               for i in t["partition_indexes"]]}
-            for t in m["topics"]]} for m in sub["markers"]]}
-    merged = merge_markers(req, [(order1, answer(sub1, 10)), (order0, answer(sub0, 0))])
-    assert merged == {"markers": [
-        {"producer_id": 1, "topics": [
-            {"name": "a", "partitions": [{"partition_index": 0, "error_code": 0},
-                                         {"partition_index": 1, "error_code": 11},
-                                         {"partition_index": 2, "error_code": 2}]},
-            {"name": "b", "partitions": [{"partition_index": 1, "error_code": 11}]}]},
-        {"producer_id": 2, "topics": [
-            {"name": "a", "partitions": [{"partition_index": 1, "error_code": 11}]}]}]}
-
-
-def produce_req(batch, index=0, txn_id="tx"):
-    return {"transactional_id": txn_id, "acks": 1, "timeout_ms": 1000,
-            "topic_data": [{"name": TOPIC, "partition_data": [
-                {"index": index, "records": memoryview(bytearray(batch))}]}]}
-
-
-def produce_code(resp):
-    return resp["responses"][0]["partition_responses"][0]["error_code"]
-
-
-def test_produce_transactional_batches_and_verifier_hook(broker):
-    calls = []
-
-    def verifier(tid, pid, epoch, topic, index):
-        calls.append((tid, pid, epoch, topic, index))
-        return ErrorCode.INVALID_TXN_STATE if pid == 66 else ErrorCode.NONE
-    # no transactional id: refused like Kafka's authorization check
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(5, 0, b"x"), txn_id=None))
-    assert produce_code(r) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    broker.txn_verifier = verifier
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(66, 0, b"x")))
-    assert produce_code(r) == ErrorCode.INVALID_TXN_STATE
-    assert broker.partition(TOPIC, 0).log_end_offset == 0
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(5, 0, b"x", epoch=3)))
-    assert produce_code(r) == 0 and calls[-1] == ("tx", 5, 3, TOPIC, 0)
-    assert broker.partition(TOPIC, 0).has_ongoing_txn(5)
-    # plain batches are not verified
-    n = len(calls)
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(BatchBuilder().append(b"k", b"v")
-                                                              .build(), txn_id=None))
-    assert produce_code(r) == 0 and len(calls) == n
-    # verification disabled by config
-    broker.config["transaction.partition.verification.enable"] = False
-    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(66, 0, b"x")))
-    assert produce_code(r) == 0 and len(calls) == n
-    assert broker.partition(TOPIC, 0).last_stable_offset == 0
-
-
-def test_produce_waits_for_an_awaitable_verifier(broker):
-    async def run():
-        gate = asyncio.get_running_loop().create_future()
-
-        async def answer():
-            return await gate
-
-        broker.txn_verifier = lambda *a: answer()
-        out = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(5, 0, b"x")))
-        task = asyncio.ensure_future(out)
-        await asyncio.sleep(0)
-        assert not task.done() and broker.partition(TOPIC, 0).log_end_offset == 0
-        gate.set_result(ErrorCode.NONE)
-        resp = await task
-        assert produce_code(resp) == 0 and broker.partition(TOPIC, 0).log_end_offset == 1
-    asyncio.run(run())
-
-
-@given(st.lists(st.fixed_dictionaries({
-    "producer_id": st.integers(-2, 3), "producer_epoch": st.integers(-2, 3),
-    "transaction_result": st.booleans(), "coordinator_epoch": st.integers(-3, 3),
-    "topics": st.lists(st.fixed_dictionaries({
-        "name": st.sampled_from([TOPIC, "other", ""]),
-        "partition_indexes": st.lists(st.integers(-1, 3), max_size=3)}), max_size=2)}),
-    max_size=4))
-@settings(max_examples=60, deadline=None)
-def test_apply_markers_any_input_answers_per_partition(tmp_path_factory, markers_in):
-    b = MiniBroker(tmp_path_factory.mktemp("fuzz"))
-    try:
-        for pid in range(3):
-            produce(b, 0, txn_batch(pid, 0, b"x"))
-        out = write_txn_markers.apply_markers(b, markers_in)
-        assert len(out) == len(markers_in)
-        allowed = {0, 3, 6, 47, 49, 52}
-        for m_in, m_out in zip(markers_in, out):
-            assert m_out["producer_id"] == m_in["producer_id"]
-            got = [p["partition_index"] for t in m_out["topics"] for p in t["partitions"]]
-            assert got == [i for t in m_in["topics"] for i in t["partition_indexes"]]
-            assert {p["error_code"] for t in m_out["topics"] for p in t["partitions"]} <= allowed
-        for p in b.partitions.values():
-            p.log._check_invariants()
-            assert p.last_stable_offset <= p.high_watermark
-    finally:
-        b.close()
-
-
-def test_describe_producers_shows_open_transactions(broker):
-    produce(broker, 0, txn_batch(1, 0, b"a", epoch=2))
-    produce(broker, 0, BatchBuilder(producer_id=2, producer_epoch=0, base_sequence=0)
-            .append(b"k", b"idempotent").build())
-    produce(broker, 0, txn_batch(3, 0, b"c"))
-    write_txn_markers.apply_markers(broker, markers(3, True, [0], coordinator_epoch=4))
-    r = describe_producers.handle(broker, ctx(61, 0), {"topics": [
-        {"name": TOPIC, "partition_indexes": [0, 1, 9]},
-        {"name": "nope", "partition_indexes": [0]}]})
-    p0, p1, p9 = r["topics"][0]["partitions"]
-    assert p0["error_code"] == 0 and p1["error_code"] == 0 and p1["active_producers"] == []
-    assert p9["error_code"] == 3 and r["topics"][1]["partitions"][0]["error_code"] == 3
-    got = {a["producer_id"]: (a["producer_epoch"], a["last_sequence"], a["coordinator_epoch"],
-                              a["current_txn_start_offset"]) for a in p0["active_producers"]}
-    assert got == {1: (2, 0, -1, 0), 2: (0, 0, -1, -1), 3: (0, 0, 4, -1)}
-
-
-def test_describe_producers_split_by_owner_keeps_request_order():
-    spec = PART_SPECS[K.DESCRIBE_PRODUCERS]
-    req = {"topics": [{"name": "a", "partition_indexes": [3, 0, 1]},
-                      {"name": "b", "partition_indexes": [2]}]}
-    parts = split_partitions(req, spec, lambda t, p: p % 2)
-    assert parts[0]["topics"] == [{"name": "a", "partition_indexes": [0]},
-                                  {"name": "b", "partition_indexes": [2]}]
-    assert parts[1]["topics"] == [{"name": "a", "partition_indexes": [3, 1]}]
-
-    def answer(sub):
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t["name"], "partitions": [{"partition_index": i, "error_code": 0}
-                                               for i in t["partition_indexes"]]}
-            for t in sub["topics"]]}
-    merged = merge_partitions(req, spec, [answer(parts[1]), answer(parts[0])])
-    assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
-            for t in merged["topics"]] == [("a", [3, 0, 1]), ("b", [2])]

@@ -78,9 +78,9 @@ def _auto_create_names(broker, ctx, req) -> list[str]:
     if requested is None or (ctx.api_version == 0 and not requested):
         return []
     if not (req.get("allow_auto_topic_creation", True)
-            and broker.config.get("auto.create.topics.enable", True)):
+            and broker.config["auto.create.topics.enable"]):
         return []
-    per_topic = max(1, int(broker.config.get("num.partitions", 1)))
+    per_topic = max(1, int(broker.config["num.partitions"]))
     budget = MAX_PARTITIONS_PER_REQUEST // per_topic
     out, seen = [], set()
     for rt in requested:

@@ -68,7 +68,7 @@ def append_one(broker, topic: str, index: int, records, version: int, transactio
         # batches recompressed to the topic's compression.type (storage/convert.py)
         info = p.append(convert.prepare_produce(
             records, version, p.log.config, broker.clock(),
-            broker.config.get("produce.record.validation.enable", True)))
+            broker.config["produce.record.validation.enable"]))
     except serr.StorageError as e:
         rec_errors = [{"batch_index": i, "batch_index_error_message": m}
                       for i, m in getattr(e, "record_errors", None) or ()]
@@ -97,8 +97,7 @@ def _txn_checks(broker, req) -> dict:
     """{(topic, index): error code or awaitable} for transactional partitions."""
     txn_id = req.get("transactional_id")
     verifier = getattr(broker, "txn_verifier", None)
-    if verifier is not None and not broker.config.get("transaction.partition.verification.enable",
-                                                      True):
+    if verifier is not None and not broker.config["transaction.partition.verification.enable"]:
         verifier = None
     checks = {}
     for topic_data in req["topic_data"]:

@@ -32,8 +32,7 @@ async def handle(broker, ctx, req):
     if coord is None:
         return _all(topics, lambda *_: err)
     verifier = getattr(broker, "txn_verifier", None)
-    if verifier is not None and broker.config.get("transaction.partition.verification.enable",
-                                                  True):
+    if verifier is not None and broker.config["transaction.partition.verification.enable"]:
         code = verifier(req["transactional_id"], req["producer_id"], req["producer_epoch"],
                         OFFSETS_TOPIC, broker.groups.partition_for(req["group_id"]))
         code = await settle(code)

@@ -29,6 +29,7 @@ from mpbroker.controller.zk.isr import IsrChanges
 from mpbroker.controller.zk.reassignment import Reassignments
 from mpbroker.controller.zk.scram_users import ZkScramUsers
 from mpbroker.controller.zk.session import ZkSession
+from mpbroker.controller.worker_facing import WorkerFacing
 from mpbroker.metadata import model
 from mpbroker.protocol.errors import ErrorCode
 
@@ -39,7 +40,7 @@ RETRY_S = 0.2             # after a failed loop pass
 REGISTER_RETRY_S = 0.5    # while our previous process's registration is still there
 
 
-class ZkController:
+class ZkController(WorkerFacing):
     """The worker-facing controller API over ZooKeeper (see the package docstring)."""
 
     def __init__(self, cfg: configmod.BrokerConfig, advertised: Tuple[str, int] = ("127.0.0.1", 9092)):
@@ -292,24 +293,10 @@ class ZkController:
             await ctl.delete_fenced([path])
 
     # ----------------------------------------------------------------- the worker-facing API
-    def attach_worker(self, worker) -> None:
-        self.workers.append(worker)
-
     @property
     def active(self) -> bool:
         """Whether this broker is the active controller now (ActiveControllerCount)."""
         return self.controllership.active
-
-    def metadata(self) -> model.ClusterMetadata:
-        return self.md
-
-    def broker_config(self) -> configmod.BrokerConfig:
-        return self._broker_cfg
-
-    def reload(self, cfg: configmod.BrokerConfig) -> None:
-        """SIGHUP: a new static layer (server.properties) under the same dynamic layers."""
-        self.cfg = cfg
-        self._broker_cfg = self.dynamic.over(cfg)
 
     def _alter_broker(self, name, ops, incremental, validate_only) -> None:
         if self.dynamic.alter(self.cfg, self.broker_id, name, ops, incremental, validate_only):

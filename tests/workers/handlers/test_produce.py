@@ -1,0 +1,67 @@
+"""workers/handlers/produce.py: transactional batches and the KIP-890 verification hook
+(refused, verified, awaited, disabled by config). Real Partitions over real Logs, in
+test_txn_fetch.py's MiniBroker."""
+from __future__ import annotations
+
+import asyncio
+
+from mpbroker.protocol.errors import ErrorCode
+from storage.batch import BatchBuilder
+from tests.workers.test_txn_fetch import TOPIC, broker, ctx, txn_batch  # noqa: F401 (broker: the fixture)
+from workers.handlers import produce as produce_handler
+
+
+def produce_req(batch, index=0, txn_id="tx"):
+    return {"transactional_id": txn_id, "acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": TOPIC, "partition_data": [
+                {"index": index, "records": memoryview(bytearray(batch))}]}]}
+
+
+def produce_code(resp):
+    return resp["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def test_produce_transactional_batches_and_verifier_hook(broker):
+    calls = []
+
+    def verifier(tid, pid, epoch, topic, index):
+        calls.append((tid, pid, epoch, topic, index))
+        return ErrorCode.INVALID_TXN_STATE if pid == 66 else ErrorCode.NONE
+    # no transactional id: refused like Kafka's authorization check
+    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(5, 0, b"x"), txn_id=None))
+    assert produce_code(r) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    broker.txn_verifier = verifier
+    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(66, 0, b"x")))
+    assert produce_code(r) == ErrorCode.INVALID_TXN_STATE
+    assert broker.partition(TOPIC, 0).log_end_offset == 0
+    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(5, 0, b"x", epoch=3)))
+    assert produce_code(r) == 0 and calls[-1] == ("tx", 5, 3, TOPIC, 0)
+    assert broker.partition(TOPIC, 0).has_ongoing_txn(5)
+    # plain batches are not verified
+    n = len(calls)
+    r = produce_handler.handle(broker, ctx(0, 7), produce_req(BatchBuilder().append(b"k", b"v")
+                                                              .build(), txn_id=None))
+    assert produce_code(r) == 0 and len(calls) == n
+    # verification disabled by config
+    broker.config["transaction.partition.verification.enable"] = False
+    r = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(66, 0, b"x")))
+    assert produce_code(r) == 0 and len(calls) == n
+    assert broker.partition(TOPIC, 0).last_stable_offset == 0
+
+
+def test_produce_waits_for_an_awaitable_verifier(broker):
+    async def run():
+        gate = asyncio.get_running_loop().create_future()
+
+        async def answer():
+            return await gate
+
+        broker.txn_verifier = lambda *a: answer()
+        out = produce_handler.handle(broker, ctx(0, 7), produce_req(txn_batch(5, 0, b"x")))
+        task = asyncio.ensure_future(out)
+        await asyncio.sleep(0)
+        assert not task.done() and broker.partition(TOPIC, 0).log_end_offset == 0
+        gate.set_result(ErrorCode.NONE)
+        resp = await task
+        assert produce_code(resp) == 0 and broker.partition(TOPIC, 0).log_end_offset == 1
+    asyncio.run(run())
