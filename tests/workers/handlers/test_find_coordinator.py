@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import types
 
+from mpbroker.metadata import model
 from mpbroker.metadata.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from mpbroker.protocol.errors import ErrorCode
 from workers.handlers import find_coordinator as fc
@@ -28,7 +29,7 @@ def _topic(leaders):
 
 def make_broker(topics=None, groups=True, transactions=True):
     b = NS(metadata=NS(topics=dict(topics or {}),
-                       brokers={1: NS(id=1, host="h1", port=9091), 2: NS(id=2, host="h2", port=9092)}),
+                       brokers={1: model.Broker(1, "h1", 9091), 2: model.Broker(2, "h2", 9092)}),
            groups=NS(partition_for=lambda key: len(key) % 2) if groups else None,
            transactions=NS(partition_for=lambda key: 0) if transactions else None)
     b.controller = FakeController(b)

@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+from mpbroker import config as configmod
 from workers.txn import channel as ch
 
 
@@ -18,8 +19,9 @@ class FakeConn:
         self.requests = []
 
     @classmethod
-    async def connect(cls, host, port, *, client_id, timeout_ms):
+    async def connect(cls, host, port, *, client_id, timeout_ms, security):
         assert client_id == "mpbroker-7-txn" and timeout_ms == ch.CONNECT_TIMEOUT_MS
+        assert security is None or security.protocol == "PLAINTEXT"   # inter-broker: plaintext here
         c = cls(host, port)
         cls.opened.append(c)
         return c
@@ -38,7 +40,8 @@ def channels(monkeypatch):
     monkeypatch.setattr(ch, "KafkaConnection", FakeConn)
     brokers = {1: types.SimpleNamespace(host="h1", port=9001),
                2: types.SimpleNamespace(host="h2", port=9002)}
-    broker = types.SimpleNamespace(broker_id=7, metadata=types.SimpleNamespace(brokers=brokers))
+    broker = types.SimpleNamespace(broker_id=7, metadata=types.SimpleNamespace(brokers=brokers),
+                                   config=configmod.BrokerConfig({"broker.id": "7"}))
     return ch.BrokerChannels(broker)
 
 
