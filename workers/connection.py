@@ -126,6 +126,7 @@ class Connection:
         self.last_active = clock()
         self.charged = 0          # bytes this connection holds in the pool
         self.muted = False        # waiting for the pool to have room
+        self.throttled_until = 0.0  # KIP-219: not read before this (clock), workers/quotas.py
         self._waiter: asyncio.Future | None = None   # what the reader waits on
         self.quota_host: str | None = None    # counted in the server's ConnectionQuotas
         self._files: dict[str, list] = {}     # path -> [fd, dev, ino, last use]
@@ -185,6 +186,9 @@ class Connection:
             while len(self.pending) >= MAX_IN_FLIGHT and not self.closed:
                 self.wakeup.clear()
                 await self.wakeup.wait()
+            if self.throttled_until > self.clock():
+                await self._wait_throttled()
+                continue
             room = pool.room(len(rb.buf))
             if not room:
                 self.muted = True             # KIP-72: no reads until memory is released
@@ -219,6 +223,20 @@ class Connection:
         its partial frame would hold pool memory until connections.max.idle.ms)."""
         fut = self.pool.wait()
         timer = self.loop.call_later(MUTED_CHECK_S, lambda: fut.done() or fut.set_result(None))
+        try:
+            await self._wait(fut)
+        finally:
+            timer.cancel()
+
+    def throttle(self, ms: int) -> None:
+        """KIP-219: a client quota was violated; the response goes out at once and the
+        connection is not read for `ms` (Kafka's channel muting for throttling)."""
+        self.throttled_until = max(self.throttled_until, self.clock() + ms / 1000)
+
+    async def _wait_throttled(self) -> None:
+        fut = self.loop.create_future()
+        timer = self.loop.call_later(max(0.0, self.throttled_until - self.clock()),
+                                     lambda: fut.done() or fut.set_result(None))
         try:
             await self._wait(fut)
         finally:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from mpbroker.protocol import api_keys, codec, framing
 from workers.answers import later
 from workers.handler_errors import answer_failure, guarded, run_guarded
 from workers.handlers import HANDLERS
+from workers import quotas
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class Dispatcher:
             if api_key == api_keys.API_VERSIONS:
                 return self._api_versions_fallback(ctx)
             raise UnsupportedRequest(f"unsupported version {version} of api {api_key}")
+        started = time.perf_counter()      # request_percentage quota (workers/quotas.py)
         request = codec.decode_request(api_key, version, frame, pos)
         broker = self.broker
         broker.requests_total += 1
@@ -63,10 +66,16 @@ class Dispatcher:
                                  broker, ctx, request)
         else:
             result = run_guarded(entry.handle, broker, ctx, request)
+        throttle_ms = quotas.on_request(broker, ctx, len(frame), time.perf_counter() - started)
         if result is None:
+            if throttle_ms:
+                quotas.mute(ctx, throttle_ms)     # acks=0: no response, the channel is muted
             return None
         if later(result):
-            return asyncio.ensure_future(self._finish(ctx, request, result))
+            return asyncio.ensure_future(self._finish(ctx, request, result, throttle_ms))
+        delay_ms = quotas.on_response(broker, ctx, request, result, throttle_ms)
+        if delay_ms:
+            return asyncio.ensure_future(self._delayed(ctx, request, result, delay_ms))
         return self._encode(ctx, request, result)
 
     def run_part(self, ctx, body: dict):
@@ -74,7 +83,7 @@ class Dispatcher:
         handler's answer, now or later, failures answered as the API's error response."""
         return run_guarded(HANDLERS[ctx.api_key].handle, self.broker, ctx, body)
 
-    async def _finish(self, ctx, request, awaitable):
+    async def _finish(self, ctx, request, awaitable, throttle_ms: int = 0):
         try:
             body = await awaitable
         except (asyncio.CancelledError, ConnectionAbortedError):
@@ -83,6 +92,13 @@ class Dispatcher:
             body = answer_failure(ctx, request, e)
         if body is None:
             return None
+        delay_ms = quotas.on_response(self.broker, ctx, request, body, throttle_ms)
+        if delay_ms:        # a version before KIP-219: answered after the throttle time
+            await asyncio.sleep(delay_ms / 1000)
+        return self._encode(ctx, request, body)
+
+    async def _delayed(self, ctx, request, body: dict, delay_ms: int):
+        await asyncio.sleep(delay_ms / 1000)
         return self._encode(ctx, request, body)
 
     def _encode(self, ctx, request, body: dict) -> list:

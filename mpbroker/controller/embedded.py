@@ -29,7 +29,7 @@ import os
 from dataclasses import replace
 
 from mpbroker import config as configmod
-from mpbroker.controller import broker_requests, isr_change, limits
+from mpbroker.controller import broker_requests, client_quotas, isr_change, limits
 from mpbroker.controller import topic_requests
 from mpbroker.controller.config_ops import DynamicBrokerConfigs, alter_each, alter_topic, load_json
 from mpbroker.controller.producer_ids import BLOCK_SIZE, ProducerIdBlocks
@@ -86,7 +86,7 @@ class EmbeddedController:
             w.apply_metadata(md)
 
     def _quota(self, quota):
-        return self.limits.quota(self._broker_cfg, quota)
+        return self.limits.quota(self._broker_cfg, quota, self.md.client_quotas)
 
     def attach_worker(self, worker) -> None:
         self.workers.append(worker)
@@ -240,6 +240,18 @@ class EmbeddedController:
     def _alter_broker(self, name, ops, incremental, validate_only) -> None:
         if self.dynamic.alter(self.cfg, self.broker_id, name, ops, incremental, validate_only):
             self._broker_cfg = self.dynamic.over(self.cfg)
+
+    # ----------------------------------------------------------------- client quotas (issue #17)
+    async def alter_client_quotas(self, entries, validate_only: bool):
+        """AlterClientQuotas: [(pairs, ops)] -> [(pairs, code, message)]
+        (controller/client_quotas.py); the quotas live in the metadata (and its store)."""
+        async with self._mutating:
+            new, results, changed = client_quotas.apply(self.md.client_quotas, entries,
+                                                        validate_only)
+            if changed:
+                self._commit(model.set_client_quotas(self.md, new))
+            return results
+    # ----------------------------------------------------------------- end client quotas
 
     # ----------------------------------------------------------------- producer ids
     async def allocate_producer_id(self) -> int:

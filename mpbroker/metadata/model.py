@@ -40,7 +40,7 @@ __all__ = [
     "INTERNAL_TOPICS", "MAX_TOPIC_NAME_LENGTH", "validate_topic_name", "has_collision_chars",
     "unify_collision_chars", "assign_replicas", "validate_replica_assignment", "create_topic",
     "delete_topic", "delete_topics", "delete_topic_by_id", "add_partitions", "set_topic_configs",
-    "update_partition",
+    "update_partition", "set_client_quotas",
     "register_broker", "unregister_broker", "set_controller", "new_cluster_metadata",
     "generate_cluster_id", "generate_topic_id", "uuid_to_str", "uuid_from_str", "ZERO_UUID",
     "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts",
@@ -148,6 +148,9 @@ class ClusterMetadata:
     brokers: Mapping[int, Broker] = field(default_factory=dict)
     topics: Mapping[str, Topic] = field(default_factory=dict)
     epoch: int = 0
+    # ---- client quotas (issue #17, mpbroker/security/quotas.py): EntityKey -> {key: value}
+    client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=dict)
+    # ---- end client quotas
 
     def topic(self, name: str) -> Topic:
         t = self.topics.get(name)
@@ -584,6 +587,24 @@ def unregister_broker(md: ClusterMetadata, broker_id: int) -> ClusterMetadata:
     return md._next(brokers=brokers)
 
 
+# ---- client quotas (issue #17) -------------------------------------------------------
+def set_client_quotas(md: ClusterMetadata, quotas: Mapping[tuple, Mapping[str, float]]) -> ClusterMetadata:
+    """The metadata with the client quotas replaced (mpbroker/security/quotas.py's
+    ``alter`` makes them)."""
+    return md._next(client_quotas={k: dict(v) for k, v in quotas.items()})
+
+
+def _client_quotas_to_list(quotas: Mapping[tuple, Mapping[str, float]]) -> list:
+    return [{"entity": [list(pair) for pair in key], "quotas": dict(values)}
+            for key, values in sorted(quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]])]
+
+
+def _client_quotas_from_list(entries) -> Dict[tuple, Dict[str, float]]:
+    return {tuple((t, n) for t, n in e["entity"]): {k: float(v) for k, v in e["quotas"].items()}
+            for e in entries}
+# ---- end client quotas -----------------------------------------------------------------
+
+
 def set_controller(md: ClusterMetadata, controller_id: int) -> ClusterMetadata:
     return md._next(controller_id=controller_id)
 
@@ -610,6 +631,7 @@ def to_dict(md: ClusterMetadata) -> dict:
                 "offline_replicas": list(p.offline_replicas), "partition_epoch": p.partition_epoch,
             } for p in sorted(t.partitions.values(), key=lambda p: p.partition)],
         } for t in sorted(md.topics.values(), key=lambda t: t.name)],
+        "client_quotas": _client_quotas_to_list(md.client_quotas),      # issue #17
     }
 
 
@@ -624,4 +646,5 @@ def from_dict(d: Mapping) -> ClusterMetadata:
                  for p in t["partitions"]}
         topics[t["name"]] = Topic(t["name"], uuid_from_str(t["topic_id"]), parts, dict(t["configs"]),
                                   t["is_internal"])
-    return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"])
+    return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"],
+                           client_quotas=_client_quotas_from_list(d.get("client_quotas", ())))

@@ -30,6 +30,7 @@ from workers.handlers import (alter_partition_reassignments, controlled_shutdown
 from workers.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
                               end_txn, list_transactions, txn_offset_commit)
 from workers.handlers import alter_replica_log_dirs, describe_log_dirs
+from workers.handlers import alter_client_quotas, describe_client_quotas
 from workers.router import merge_list_groups, merge_list_transactions
 from workers.scope import (GROUP, LOCAL, PARTITION, TXN, Scope, cluster, cluster_by_request,
                            partition)
@@ -102,4 +103,6 @@ HANDLERS: dict[int, Handler] = {
                                               cluster(describe_log_dirs.merge)),
     api_keys.ALTER_REPLICA_LOG_DIRS:  Handler(alter_replica_log_dirs.handle, 0, 2,
                                               cluster_by_request(alter_replica_log_dirs.merge)),
+    api_keys.DESCRIBE_CLIENT_QUOTAS:  Handler(describe_client_quotas.handle, 0, 1),
+    api_keys.ALTER_CLIENT_QUOTAS:     Handler(alter_client_quotas.handle, 0, 1),
 }
