@@ -52,6 +52,8 @@ class Dispatcher:
         started = time.perf_counter()      # request_percentage quota (workers/quotas.py)
         request = codec.decode_request(api_key, version, frame, pos)
         broker = self.broker
+        if api_key == api_keys.FETCH:
+            quotas.before_fetch(broker, ctx, request)
         broker.requests_total += 1
         conn = ctx.connection
         if conn is not None and "client_id" not in conn.__dict__:

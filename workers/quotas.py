@@ -107,6 +107,22 @@ def quotas_of(broker):
     return stored or None
 
 
+def before_fetch(broker, ctx, request: dict) -> None:
+    """A consumer Fetch asks for at most what its quota allows in one quota window
+    (Kafka's getMaxValueInQuotaWindow: quota * (num - 1) * window), so a response is
+    never too big to ever pass the quota."""
+    stored = quotas_of(broker)
+    if stored is None or request.get("replica_id", -1) >= 0 or _replica_state_id(request) >= 0:
+        return
+    cq = broker.client_quotas
+    user, client = cq.entity(ctx)
+    quota, _ = q.resolve(stored, user, client, q.CONSUMER_BYTE_RATE)
+    if quota is not None:
+        s = cq.sensors[q.CONSUMER_BYTE_RATE]
+        cap = max(1, int(quota / cq.share * (s.num - 1) * s.window_ms / 1000))
+        request["max_bytes"] = min(int(request.get("max_bytes", cap) or cap), cap)
+
+
 def on_request(broker, ctx, frame_size: int, handler_s: float) -> int:
     """After the handler ran: produce bytes and handler time; the throttle ms so far."""
     stored = quotas_of(broker)

@@ -117,3 +117,13 @@ def test_user_quotas_use_the_principal():
     b = Broker({q.entity_key([("user", "alice")]): {q.PRODUCER_BYTE_RATE: 100.0}})
     assert quotas.on_request(b, Ctx(K.PRODUCE, 9, principal="User:alice"), 5000, 0.0) > 0
     assert quotas.on_request(b, Ctx(K.PRODUCE, 9), 5000, 0.0) == 0
+
+
+def test_a_consumer_fetch_asks_for_at_most_one_quota_window():
+    b = Broker(client(q.CONSUMER_BYTE_RATE, 1000))
+    req = {"replica_id": -1, "max_bytes": 50 << 20}
+    quotas.before_fetch(b, Ctx(K.FETCH, 12), req)
+    assert req["max_bytes"] == 1000 * 10                     # quota * (num - 1) windows
+    replica = {"replica_id": 1, "max_bytes": 50 << 20}
+    quotas.before_fetch(b, Ctx(K.FETCH, 12), replica)
+    assert replica["max_bytes"] == 50 << 20
