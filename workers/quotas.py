@@ -5,9 +5,15 @@ dispatcher (workers/dispatch.py) for every request a client sends to this worker
 
 * produce byte rate: the Produce request's size, recorded after the append (the handler
   ran first, as Kafka's KafkaApis does);
-* fetch byte rate: the consumer Fetch response's record bytes; a response over quota is
-  answered empty (no records) with its throttle time, and its bytes are not counted
-  (Kafka's getThrottledResponse / unrecordQuotaSensor); replica fetches are exempt;
+* fetch byte rate: the consumer Fetch response's record bytes; replica fetches are
+  exempt. A consumer fetch asks for at most one quota window's bytes (`before_fetch`).
+  A response that finds its client already over the quota (it did not wait its last
+  throttle out), or whose request percentage is over, is answered empty (no records)
+  with its throttle time and its bytes are not counted (Kafka's getThrottledResponse /
+  unrecordQuotaSensor). Departure from Kafka: a response that only goes over the quota
+  with its own bytes is sent with them and throttled after (as a Produce is), because
+  a fetch returns at least one whole batch, and a batch bigger than the quota window
+  (librdkafka's batches reach 1 MB) would otherwise never be delivered;
 * request percentage (KIP-124): Kafka counts a request handler thread's time; a worker
   has one loop and no handler pool, so here the quota is a percentage of the worker
   loop's time, measured as the time the request's handler ran synchronously on it
@@ -90,6 +96,16 @@ class ClientQuotas:
             return 0
         return self.sensors[key].record(metric, value, quota / self.share, self.clock())
 
+    def throttle_ms(self, stored, ctx, key: str) -> int:
+        """The entity's throttle time now, recording nothing."""
+        user, client = self.entity(ctx)
+        quota, metric = q.resolve(stored, user, client, key)
+        r = self.sensors[key].rates.get(metric) if quota is not None else None
+        if r is None:
+            return 0
+        return q.throttle_time_ms(r, quota / self.share, self.clock(),
+                                  self.sensors[key].max_throttle_ms)
+
     def unrecord(self, stored, ctx, key: str, value: float) -> None:
         user, client = self.entity(ctx)
         quota, metric = q.resolve(stored, user, client, key)
@@ -148,9 +164,10 @@ def on_response(broker, ctx, request, body: dict, throttle_ms: int) -> int:
     if ctx.api_key == api_keys.FETCH and request.get("replica_id", -1) < 0 \
             and _replica_state_id(request) < 0:
         size = fetch_bytes(body)
+        in_debt = broker.client_quotas.throttle_ms(stored, ctx, q.CONSUMER_BYTE_RATE) > 0
         fetch_ms = broker.client_quotas.record(stored, ctx, q.CONSUMER_BYTE_RATE, size)
         throttle_ms = max(throttle_ms, fetch_ms)
-        if throttle_ms > 0 and size:
+        if throttle_ms > 0 and size and (in_debt or fetch_ms < throttle_ms):
             broker.client_quotas.unrecord(stored, ctx, q.CONSUMER_BYTE_RATE, size)
             _drop_records(body)
     if throttle_ms <= 0:

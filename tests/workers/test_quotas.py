@@ -73,7 +73,7 @@ def test_versions_before_kip_219_are_delayed_not_muted():
     assert quotas.on_response(b, ctx, {}, body, ms) == ms > 0 and ctx.connection.muted == []
 
 
-def test_fetch_over_quota_answers_no_records_and_does_not_count_them():
+def test_fetch_over_quota_is_throttled_then_answered_empty_while_in_debt():
     b = Broker(client(q.CONSUMER_BYTE_RATE, 100))
     ctx = Ctx(K.FETCH, 12)
 
@@ -83,12 +83,24 @@ def test_fetch_over_quota_answers_no_records_and_does_not_count_them():
     first = body(400)                                        # 800 B / 10 s: within 100/s
     assert quotas.on_response(b, ctx, {"replica_id": -1}, first, 0) == 0
     assert first["throttle_time_ms"] == 0 and first["responses"][0]["partitions"][0]["records"]
+    # over the quota with its own bytes: sent, and throttled after (as a produce)
     second = body(400)                                       # 1600 B / 10 s: over
     assert quotas.on_response(b, ctx, {"replica_id": -1}, second, 0) == 0
     assert second["throttle_time_ms"] > 0 and ctx.connection.muted
-    assert [p["records"] for p in second["responses"][0]["partitions"]] == [b"", b""]
+    assert second["responses"][0]["partitions"][0]["records"]
+    # a client still in debt gets no records, and they are not counted
+    third = body(400)
+    assert quotas.on_response(b, ctx, {"replica_id": -1}, third, 0) == 0
+    assert third["throttle_time_ms"] > 0
+    assert [p["records"] for p in third["responses"][0]["partitions"]] == [b"", b""]
     rate = b.client_quotas.sensors[q.CONSUMER_BYTE_RATE].rates[("", "app")]
-    assert sum(rate.values) == 800                           # the dropped bytes unrecorded
+    assert sum(rate.values) == 1600
+    # a request percentage violation empties the response too
+    fourth = body(1)
+    b.now[0] = 10 ** 6                                       # the fetch debt is long gone
+    assert quotas.on_response(b, ctx, {"replica_id": -1}, fourth, 500) == 0
+    assert fourth["throttle_time_ms"] == 500
+    assert fourth["responses"][0]["partitions"][0]["records"] == b""
 
 
 def test_replica_fetches_are_exempt():
