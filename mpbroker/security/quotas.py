@@ -41,6 +41,7 @@ window (num * size seconds), ``max_throttle_ms``.
 from __future__ import annotations
 
 import math
+from urllib.parse import quote, unquote
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 USER = "user"
@@ -93,7 +94,7 @@ def zk_path(key: EntityKey) -> str:
     """The entity's ZooKeeper config path below /config, Kafka's layout:
     ``users/<u>``, ``clients/<c>``, ``users/<u>/clients/<c>`` (None as <default>)."""
     d = dict(key)
-    name = lambda n: DEFAULT_NAME if n is None else n      # noqa: E731
+    name = lambda n: DEFAULT_NAME if n is None else sanitize(n)      # noqa: E731
     if USER in d and CLIENT_ID in d:
         return f"users/{name(d[USER])}/clients/{name(d[CLIENT_ID])}"
     if USER in d:
@@ -101,12 +102,22 @@ def zk_path(key: EntityKey) -> str:
     return f"clients/{name(d[CLIENT_ID])}"
 
 
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a name as a ZooKeeper node name (URL-encoded UTF-8,
+    as Java's URLEncoder with "*" and space as %2A and %20; "." "-" "_" kept)."""
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    return unquote(name)
+
+
 def from_zk_path(path: str) -> EntityKey:
     """The inverse of ``zk_path`` (raises QuotaError on another layout)."""
     parts = path.strip("/").split("/")
     if parts and parts[0] == "config":
         parts = parts[1:]
-    name = lambda n: None if n == DEFAULT_NAME else n      # noqa: E731
+    name = lambda n: None if n == DEFAULT_NAME else desanitize(n)      # noqa: E731
     if len(parts) == 2 and parts[0] == "users":
         return ((USER, name(parts[1])),)
     if len(parts) == 2 and parts[0] == "clients":

@@ -16,6 +16,7 @@ from typing import Callable, Dict, Set, Tuple
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from mpbroker.controller import zkdata
+from mpbroker.controller.zk import client_quotas
 from mpbroker.controller.zk.session import ZkSession
 from mpbroker.metadata import model
 from mpbroker.metadata.model import INTERNAL_TOPICS
@@ -35,6 +36,7 @@ class ZnodeCache:
         self.topic_versions: Dict[str, int] = {}
         self.states: Dict[Tuple[str, int], zkdata.LeaderAndIsr] = {}
         self.configs: Dict[str, Dict[str, str]] = {}
+        self.client_quotas: Dict[tuple, Dict[str, float]] = {}   # issue #17: zk/client_quotas.py
         self.controller_id = -1
         self.deleting: Set[str] = set()     # the children of /admin/delete_topics
         self.stopped: Set[Tuple[str, int]] = set()  # StopReplica(delete=false) received
@@ -71,6 +73,7 @@ class ZnodeCache:
         await self.load_deletions()
         await self.load_topics(all_topics=True)
         await self.load_offline()
+        self.client_quotas = await client_quotas.load(self.session)
 
     async def refresh(self, path: str) -> bool:
         """Reload what `path` names; True when it is one of the /admin or ISR
@@ -86,6 +89,8 @@ class ZnodeCache:
             return True
         elif path in (zkdata.PREFERRED_ELECTION, zkdata.ISR_CHANGES, zkdata.REASSIGN):
             return True
+        elif path == zkdata.CONFIG_CHANGES:       # client quotas changed somewhere
+            self.client_quotas = await client_quotas.load(self.session)
         elif path == zkdata.OFFLINE_REPLICAS or path.startswith(zkdata.OFFLINE_REPLICAS + "/"):
             await self.load_offline()
         else:
@@ -280,7 +285,8 @@ class ZnodeCache:
             if parts:
                 topics[name] = model.Topic(name, ta.topic_id, parts, dict(self.configs.get(name, {})),
                                            name in INTERNAL_TOPICS)
-        return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch)
+        return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch,
+                                     client_quotas=self.client_quotas)
 
     def unclean(self, topic: str) -> bool:
         """unclean.leader.election.enable of `topic` (its override, else the broker's)."""

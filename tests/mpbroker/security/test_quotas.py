@@ -23,6 +23,9 @@ def test_zookeeper_paths_round_trip_with_default_names():
         assert q.from_zk_path("/config/" + path) == key
     with pytest.raises(q.QuotaError):
         q.from_zk_path("/config/topics/t")
+    odd = ((U, "CN=a b,O=*"),)                 # Kafka's Sanitizer: URL-encoded, %20, %2A
+    assert q.zk_path(odd) == "users/CN%3Da%20b%2CO%3D%2A"
+    assert q.from_zk_path(q.zk_path(odd)) == odd
 
 
 def test_alter_validates_before_changing_anything():
