@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from tests.cluster.conftest import cluster, zookeeper  # noqa: F401  (fixtures, ZooKeeper mode)
 from tests.integration import broker as harness
 from tests.integration.broker import Broker
 
@@ -169,3 +170,33 @@ def test_quotas_survive_a_restart_and_the_cli_manages_them(quota_broker):
             "--delete-config", "consumer_byte_rate,request_percentage")
     assert r.returncode == 0, r.stderr
     assert (("user", None),) not in describe(b)
+
+
+def test_zookeeper_quota_set_through_one_broker_applies_on_another(cluster):
+    from confluent_kafka import Producer
+    from tests.cluster.test_failover import create_topic, leaders_seen_by
+    c = cluster(2, overrides=WINDOW)
+    one, two = c.brokers[1], c.brokers[2]
+    alter(one, [("client-id", "zk-producer")], {"producer_byte_rate": QUOTA})
+    zk = c.zk_client()
+    assert json.loads(zk.get("/config/clients/zk-producer")[0]) == {
+        "version": 1, "config": {"producer_byte_rate": str(QUOTA)}}
+    changes = zk.get_children("/config/changes")
+    assert any(json.loads(zk.get(f"/config/changes/{n}")[0])["entity_path"] == "clients/zk-producer"
+               for n in changes)
+    c.wait_for(lambda: (("client-id", "zk-producer"),) in describe(two), 15,
+               "the quota seen by broker 2")
+    create_topic(c, "zk-quota", partitions=2, rf=1)   # one partition led by each broker
+    c.wait_for(lambda: sorted(leaders_seen_by(c, two.bootstrap, "zk-quota").values()) == [1, 2],
+               15, "zk-quota's leaders")
+    part = next(p for p, leader in leaders_seen_by(c, two.bootstrap, "zk-quota").items()
+                if leader == 2)
+    events = []
+    p = Producer({"bootstrap.servers": two.bootstrap, "client.id": "zk-producer", "linger.ms": 20,
+                  "throttle_cb": lambda e: events.append(e.throttle_time)})
+    for _ in range(300):      # each of broker 2's 2 workers allows QUOTA / 2
+        p.produce("zk-quota", b"z" * 1000, partition=part)
+        p.poll(0)
+    assert p.flush(60) == 0
+    p.poll(0.5)
+    assert events and max(events) > 0
