@@ -69,9 +69,11 @@ class Dispatcher:
         else:
             result = run_guarded(entry.handle, broker, ctx, request)
         throttle_ms = quotas.on_request(broker, ctx, len(frame), time.perf_counter() - started)
+        if throttle_ms and (result is None or quotas.client_throttles(api_key, version)):
+            # muted now, not when the answer is ready (a Produce waits for its append):
+            # the requests the client pipelined behind it are not read meanwhile
+            quotas.mute(ctx, throttle_ms)
         if result is None:
-            if throttle_ms:
-                quotas.mute(ctx, throttle_ms)     # acks=0: no response, the channel is muted
             return None
         if later(result):
             return asyncio.ensure_future(self._finish(ctx, request, result, throttle_ms))

@@ -74,12 +74,27 @@ class ClientQuotas:
         self.clock = clock
         self.configure(config)
 
+    RESOLVED_MAX = 10000        # cached resolutions before the cache starts afresh
+
     def configure(self, config) -> None:
         num = config.get("quota.window.num", 11)
         size = config.get("quota.window.size.seconds", 1)
         self.share = max(1, int(getattr(config, "num_workers", 1) or 1))
         self.sensors = {k: q.Sensors(num, size) for k in
                         (q.PRODUCER_BYTE_RATE, q.CONSUMER_BYTE_RATE, q.REQUEST_PERCENTAGE)}
+        self._resolved: dict = {}       # (user, client id, key) -> (quota, metric key)
+        self._resolved_of = None        # ... of this stored quotas dict (a new push: afresh)
+
+    def resolve(self, stored, ctx, key: str) -> tuple:
+        """(quota or None, metric key) of the request's entity, cached per metadata push."""
+        if stored is not self._resolved_of or len(self._resolved) > self.RESOLVED_MAX:
+            self._resolved, self._resolved_of = {}, stored
+        user, client = self.entity(ctx)
+        k = (user, client, key)
+        hit = self._resolved.get(k)
+        if hit is None:
+            hit = self._resolved[k] = q.resolve(stored, user, client, key)
+        return hit
 
     @staticmethod
     def entity(ctx) -> tuple:
@@ -90,16 +105,14 @@ class ClientQuotas:
     def record(self, stored, ctx, key: str, value: float) -> int:
         """Count ``value`` for the request's entity under ``key``; its throttle ms (0
         when no quota of ``key`` applies)."""
-        user, client = self.entity(ctx)
-        quota, metric = q.resolve(stored, user, client, key)
+        quota, metric = self.resolve(stored, ctx, key)
         if quota is None:
             return 0
         return self.sensors[key].record(metric, value, quota / self.share, self.clock())
 
     def throttle_ms(self, stored, ctx, key: str) -> int:
         """The entity's throttle time now, recording nothing."""
-        user, client = self.entity(ctx)
-        quota, metric = q.resolve(stored, user, client, key)
+        quota, metric = self.resolve(stored, ctx, key)
         r = self.sensors[key].rates.get(metric) if quota is not None else None
         if r is None:
             return 0
@@ -107,8 +120,7 @@ class ClientQuotas:
                                   self.sensors[key].max_throttle_ms)
 
     def unrecord(self, stored, ctx, key: str, value: float) -> None:
-        user, client = self.entity(ctx)
-        quota, metric = q.resolve(stored, user, client, key)
+        quota, metric = self.resolve(stored, ctx, key)
         if quota is not None:
             r = self.sensors[key].rates.get(metric)
             if r is not None:
@@ -131,8 +143,7 @@ def before_fetch(broker, ctx, request: dict) -> None:
     if stored is None or request.get("replica_id", -1) >= 0 or _replica_state_id(request) >= 0:
         return
     cq = broker.client_quotas
-    user, client = cq.entity(ctx)
-    quota, _ = q.resolve(stored, user, client, q.CONSUMER_BYTE_RATE)
+    quota, _ = cq.resolve(stored, ctx, q.CONSUMER_BYTE_RATE)
     if quota is not None:
         s = cq.sensors[q.CONSUMER_BYTE_RATE]
         cap = max(1, int(quota / cq.share * (s.num - 1) * s.window_ms / 1000))

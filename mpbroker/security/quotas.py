@@ -292,12 +292,13 @@ class Rate:
 
 def throttle_time_ms(rate: Rate, quota: float, now_ms: int, max_ms: int) -> int:
     """0 when the rate is within ``quota``, else Kafka's (R - Q) / Q * window, capped."""
-    observed = rate.measure(now_ms)
+    window = rate.window_size(now_ms)
+    observed = sum(rate.values) / (window / 1000.0)
     if observed <= quota:
         return 0
     if quota <= 0:
         return max_ms
-    ms = (observed - quota) / quota * rate.window_size(now_ms)
+    ms = (observed - quota) / quota * window
     return int(min(max_ms, round(ms)))
 
 
