@@ -41,6 +41,8 @@ Concurrency contract (one asyncio loop per worker process, no threads):
   the connection (no reads) until memory is released, as Kafka's SocketServer does.
   `last_active` (monotonic seconds of the last byte in or out) lets the server close
   idle connections (`connections.max.idle.ms`).
+* Client quotas (KIP-219, workers/quotas.py): `throttle(ms)` mutes the connection (no
+  reads) until then; responses already owed still go out.
 * An unreadable frame (bad size, header that cannot be parsed, an unknown API key or an
   unsupported version of any API but ApiVersions) closes the connection, as Kafka does;
   an error inside a handler is logged and answered with the API's generic error where

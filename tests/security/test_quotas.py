@@ -16,7 +16,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -36,10 +35,7 @@ def quota_broker(tmp_path, request):
     b = Broker(tmp_path / "b", dict(WINDOW), name="quota-broker")
     b.start()
     yield b
-    if b.is_alive():
-        b.stop(timeout=20)
-    else:
-        b.kill()
+    b.stop(timeout=20) if b.is_alive() else b.kill()
 
 
 def wire(b: Broker, api_key: int, body: dict) -> dict:
@@ -125,17 +121,11 @@ def test_fetch_quota_throttles_the_consumer(quota_broker):
         p.produce(topic, b"y" * size)
     assert p.flush(30) == 0
     alter(b, [("client-id", "quota-consumer")], {"consumer_byte_rate": QUOTA})
-    from confluent_kafka import TopicPartition
     events = []
     c = harness.consumer(b.bootstrap, **{"client.id": "quota-consumer",
                                          "throttle_cb": lambda e: events.append(e.throttle_time)})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    deadline = time.monotonic() + 60
-    while got < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got += 1
+    harness.assign_from_beginning(c, topic, 1)
+    got = len(harness.consume(c, n, timeout=60))
     c.poll(0.2)
     c.close()
     assert got == n
