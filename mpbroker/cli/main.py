@@ -304,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_placement)
     from mpbroker.cli.admin import register_all      # topics, groups, configs, ... (admin CLI)
     register_all(sub)
-    from mpbroker.cli import quotas; quotas.register(sub)   # noqa: E702  (issue #17)
+    from mpbroker.cli import quotas                  # client quotas (mpbroker/security/quotas.py)
+    quotas.register(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 
