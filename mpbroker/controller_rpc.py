@@ -95,6 +95,9 @@ class ControllerAPI(Protocol):
 
     async def delete_acls(self, filters): ...
 
+    # client quotas (issue #17): [(pairs, ops)] -> [(pairs, error code, message)]
+    async def alter_client_quotas(self, entries, validate_only): ...
+
 
 RPC_METHODS = frozenset(name for name, fn in vars(ControllerAPI).items()
                         if inspect.iscoroutinefunction(fn))

@@ -52,6 +52,8 @@ Concurrency contract (one asyncio loop per worker process, no threads):
   re-authentication. After a v0 SaslHandshake the next frame is a bare token
   (`_raw_token`). TLS listeners use `TlsConnection` (workers/tls_connection.py), which
   replaces the byte-moving methods (`_recv_into`, `_send_bytes`, `_sendfile_fd`).
+* Client quotas (KIP-219, workers/quotas.py): `throttle(ms)` mutes the connection (no
+  reads) until then; responses already owed still go out.
 * An unreadable frame (bad size, header that cannot be parsed, an unknown API key or an
   unsupported version of any API but ApiVersions) closes the connection, as Kafka does;
   an error inside a handler is logged and answered with the API's generic error where
@@ -148,6 +150,7 @@ class Connection:
         self.last_active = clock()
         self.charged = 0          # bytes this connection holds in the pool
         self.muted = False        # waiting for the pool to have room
+        self.throttled_until = 0.0  # KIP-219: not read before this (clock), workers/quotas.py
         self._waiter: asyncio.Future | None = None   # what the reader waits on
         self.quota_host: str | None = None    # counted in the server's ConnectionQuotas
         self._files: dict[str, list] = {}     # path -> [fd, dev, ino, last use]
@@ -212,6 +215,9 @@ class Connection:
             while len(self.pending) >= MAX_IN_FLIGHT and not self.closed:
                 self.wakeup.clear()
                 await self.wakeup.wait()
+            if self.throttled_until > self.clock():
+                await self._wait_throttled()
+                continue
             room = pool.room(len(rb.buf))
             if not room:
                 self.muted = True             # KIP-72: no reads until memory is released
@@ -250,6 +256,20 @@ class Connection:
         its partial frame would hold pool memory until connections.max.idle.ms)."""
         fut = self.pool.wait()
         timer = self.loop.call_later(MUTED_CHECK_S, lambda: fut.done() or fut.set_result(None))
+        try:
+            await self._wait(fut)
+        finally:
+            timer.cancel()
+
+    def throttle(self, ms: int) -> None:
+        """KIP-219: a client quota was violated; the response goes out at once and the
+        connection is not read for `ms` (Kafka's channel muting for throttling)."""
+        self.throttled_until = max(self.throttled_until, self.clock() + ms / 1000)
+
+    async def _wait_throttled(self) -> None:
+        fut = self.loop.create_future()
+        timer = self.loop.call_later(max(0.0, self.throttled_until - self.clock()),
+                                     lambda: fut.done() or fut.set_result(None))
         try:
             await self._wait(fut)
         finally:

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from mpbroker.protocol import api_keys, codec, framing
 from workers.answers import later
 from workers.authz import front_check
 from workers.handler_errors import answer_failure, guarded, run_guarded
 from workers.handlers import HANDLERS
+from workers import quotas
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +52,11 @@ class Dispatcher:
             if api_key == api_keys.API_VERSIONS:
                 return self._api_versions_fallback(ctx)
             raise UnsupportedRequest(f"unsupported version {version} of api {api_key}")
+        started = time.perf_counter()      # request_percentage quota (workers/quotas.py)
         request = codec.decode_request(api_key, version, frame, pos)
         broker = self.broker
+        if api_key == api_keys.FETCH:
+            quotas.before_fetch(broker, ctx, request)
         broker.requests_total += 1
         conn = ctx.connection
         if conn is not None and "client_id" not in conn.__dict__:
@@ -72,18 +77,28 @@ class Dispatcher:
                                  broker, ctx, request)
         else:
             result = run_guarded(entry.handle, broker, ctx, request)
+        throttle_ms = quotas.on_request(broker, ctx, len(frame), time.perf_counter() - started)
+        if throttle_ms and (result is None or quotas.client_throttles(api_key, version)):
+            # muted now, not when the answer is ready (a Produce waits for its append):
+            # the requests the client pipelined behind it are not read meanwhile
+            quotas.mute(ctx, throttle_ms)
         if result is None:
             return None
         if later(result):
-            return asyncio.ensure_future(self._finish(ctx, request, result, finish))
-        return self._encode(ctx, request, finish(result) if finish is not None else result)
+            return asyncio.ensure_future(self._finish(ctx, request, result, finish, throttle_ms))
+        if finish is not None:          # the authorization's filtering of the answer
+            result = finish(result)
+        delay_ms = quotas.on_response(broker, ctx, request, result, throttle_ms)
+        if delay_ms:
+            return asyncio.ensure_future(self._delayed(ctx, request, result, delay_ms))
+        return self._encode(ctx, request, result)
 
     def run_part(self, ctx, body: dict):
         """A part another worker forwarded (workers/router.py, owner side): its
         handler's answer, now or later, failures answered as the API's error response."""
         return run_guarded(HANDLERS[ctx.api_key].handle, self.broker, ctx, body)
 
-    async def _finish(self, ctx, request, awaitable, finish=None):
+    async def _finish(self, ctx, request, awaitable, finish=None, throttle_ms: int = 0):
         try:
             body = await awaitable
         except (asyncio.CancelledError, ConnectionAbortedError):
@@ -94,6 +109,13 @@ class Dispatcher:
             return None
         if finish is not None:
             body = finish(body)
+        delay_ms = quotas.on_response(self.broker, ctx, request, body, throttle_ms)
+        if delay_ms:        # a version before KIP-219: answered after the throttle time
+            await asyncio.sleep(delay_ms / 1000)
+        return self._encode(ctx, request, body)
+
+    async def _delayed(self, ctx, request, body: dict, delay_ms: int):
+        await asyncio.sleep(delay_ms / 1000)
         return self._encode(ctx, request, body)
 
     def _encode(self, ctx, request, body: dict) -> list:

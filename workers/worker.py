@@ -58,6 +58,7 @@ from workers import housekeeping, log_dirs, metrics
 from workers.fetch_session import FetchSessionCache
 from workers.groups.service import GroupService
 from workers.handlers.alter_replica_log_dirs import complete_future
+from workers.quotas import ClientQuotas
 from workers.loop_timer import LoopTimer
 from workers.partition import Partition
 from workers.purgatory import Purgatory
@@ -126,6 +127,7 @@ class Worker:
         self.requests_served = 0       # parts it ran for other fronts
         self.retired_bytes = [0, 0]    # bytes in/out of partitions it no longer has
         self.clients = weakref.WeakSet()  # connections served as a front (for stats)
+        self.client_quotas = ClientQuotas(config)   # issue #17: workers/quotas.py
         # Replication (workers/replication.py): the follower partitions this worker
         # owns by placement (not served to clients: NOT_LEADER_OR_FOLLOWER), their
         # fetchers, and the leaders' ISR changes.

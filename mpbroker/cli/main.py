@@ -35,7 +35,7 @@ import os
 import sys
 
 from mpbroker.cli import (acls, cluster, configs, console, dump_log, groups, log_dirs, mirror, offsets,
-                          topics, users)
+                          quotas, topics, users)
 
 
 def cmd_serve(args) -> int:
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=100, help="history: the newest N moves")
     p.set_defaults(func=cmd_placement)
     for admin_command in (topics, groups, configs, offsets, log_dirs, console, cluster,
-                          mirror, users, acls):
+                          mirror, users, acls, quotas):
         admin_command.register(sub)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -210,6 +210,9 @@ _BROKER_TABLE = [
     ("controller.mutation.rate", DOUBLE, DOUBLE_MAX, at_least(0), MEDIUM, CLUSTER_WIDE, "The default controller_mutation_rate client quota (KIP-599) of every user/client-id: partitions created or deleted per second through CreateTopics, CreatePartitions and DeleteTopics, as a token bucket of burst rate * controller.quota.window.num * controller.quota.window.size.seconds. The default is no quota."),
     ("controller.quota.window.num", INT, 11, at_least(1), LOW, READ_ONLY, "The number of samples to retain in memory for controller mutation quotas."),
     ("controller.quota.window.size.seconds", INT, 1, at_least(1), LOW, READ_ONLY, "The time span of each sample for controller mutations quotas."),
+    # client quotas (issue #17, KIP-13/55/124: mpbroker/security/quotas.py)
+    ("quota.window.num", INT, 11, at_least(1), LOW, READ_ONLY, "The number of samples to retain in memory for client quotas."),
+    ("quota.window.size.seconds", INT, 1, at_least(1), LOW, READ_ONLY, "The time span of each sample for client quotas."),
     ("max.broker.partitions", INT, 4000, at_least(1), MEDIUM, CLUSTER_WIDE, "The maximum number of partition replicas one broker may host (KIP-578); a CreateTopics or CreatePartitions that would pass it is refused with POLICY_VIOLATION."),
     ("max.partitions", INT, INT_MAX, at_least(1), MEDIUM, CLUSTER_WIDE, "The maximum number of partitions in the cluster (KIP-578); a CreateTopics or CreatePartitions that would pass it is refused with POLICY_VIOLATION."),
     # mpbroker's own

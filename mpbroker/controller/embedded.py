@@ -29,7 +29,7 @@ import os
 from dataclasses import replace
 
 from mpbroker import config as configmod
-from mpbroker.controller import broker_requests, isr_change, limits
+from mpbroker.controller import broker_requests, client_quotas, isr_change, limits
 from mpbroker.controller import acl_ops, topic_requests
 from mpbroker.controller.config_ops import DynamicBrokerConfigs, alter_each, alter_topic, load_json
 from mpbroker.controller.producer_ids import BLOCK_SIZE, ProducerIdBlocks
@@ -88,7 +88,7 @@ class EmbeddedController(WorkerFacing):
             w.apply_metadata(md)
 
     def _quota(self, quota):
-        return self.limits.quota(self._broker_cfg, quota)
+        return self.limits.quota(self._broker_cfg, quota, self.md.client_quotas)
 
     def register_broker(self, broker_id: int, host: str, port: int, rack=None,
                         endpoints: tuple = ()) -> None:
@@ -243,6 +243,17 @@ class EmbeddedController(WorkerFacing):
             if changes:
                 self._commit(model.set_scram_credentials(self.md, changes))
             return results
+    # ----------------------------------------------------------------- client quotas (issue #17)
+    async def alter_client_quotas(self, entries, validate_only: bool):
+        """AlterClientQuotas: [(pairs, ops)] -> [(pairs, code, message)]
+        (controller/client_quotas.py); the quotas live in the metadata (and its store)."""
+        async with self._mutating:
+            new, results, changed = client_quotas.apply(self.md.client_quotas, entries,
+                                                        validate_only)
+            if changed:
+                self._commit(model.set_client_quotas(self.md, new))
+            return results
+    # ----------------------------------------------------------------- end client quotas
 
     # ----------------------------------------------------------------- producer ids
     async def allocate_producer_id(self) -> int:

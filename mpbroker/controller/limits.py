@@ -15,6 +15,7 @@ import resource
 
 from mpbroker.metadata import model
 from mpbroker.metadata.quota import MutationQuotas, MutationResults
+from mpbroker.security.quotas import CONTROLLER_MUTATION_RATE, resolve as resolve_quota
 
 log = logging.getLogger(__name__)
 
@@ -41,20 +42,36 @@ class MutationLimits:
     """The quota buckets and the partition caps of one controller."""
 
     def __init__(self, cfg):
-        self.quotas = MutationQuotas(window_num=cfg["controller.quota.window.num"],
-                                     window_size_s=cfg["controller.quota.window.size.seconds"])
+        self.window = (cfg["controller.quota.window.num"],
+                       cfg["controller.quota.window.size.seconds"])
+        self.quotas = MutationQuotas(window_num=self.window[0], window_size_s=self.window[1])
+        self.entity_quotas: dict = {}   # rate -> MutationQuotas (client quotas, issue #17)
         self.fd_ceiling, self.fd_note = fd_ceiling(cfg.num_workers)
         if self.fd_ceiling is not None and self.fd_ceiling < cfg["max.broker.partitions"]:
             log.warning("max.broker.partitions=%d is more than the file descriptor limit allows; "
                         "using %d (%s)", cfg["max.broker.partitions"], self.fd_ceiling,
                         self.fd_note)
 
-    def quota(self, broker_cfg, quota):
-        """The request's MutationQuota: `quota` is (client_id, strict) or None (not
-        counted); the rate is read now from `broker_cfg`, so an AlterConfigs applies at once."""
+    def quota(self, broker_cfg, quota, client_quotas=None):
+        """The request's MutationQuota: `quota` is (client_id, strict[, user]) or None
+        (not counted); the rate is read now from `broker_cfg`, so an AlterConfigs applies
+        at once. A controller_mutation_rate client quota of the user / client id
+        (`client_quotas`, issue #17, Kafka's resolution order) overrides the broker's
+        default, with a bucket per metric key of its level."""
         self.quotas.configure(broker_cfg["controller.mutation.rate"])
-        client_id, strict = quota if quota is not None else (None, False)
-        return self.quotas.quota(client_id, bool(strict))
+        if quota is None:
+            return self.quotas.quota(None, False)
+        client_id, strict = quota[0], bool(quota[1])
+        user = quota[2] if len(quota) > 2 else "ANONYMOUS"
+        rate, metric = resolve_quota(client_quotas or {}, user, client_id or "",
+                                     CONTROLLER_MUTATION_RATE)
+        if rate is None:
+            return self.quotas.quota(client_id, strict)
+        per_rate = self.entity_quotas.get(rate)
+        if per_rate is None:            # one bucket table per configured rate
+            per_rate = self.entity_quotas[rate] = MutationQuotas(
+                rate, window_num=self.window[0], window_size_s=self.window[1])
+        return per_rate.quota("\0".join(metric), strict)
 
     def partitions(self, broker_cfg) -> model.PartitionLimits:
         configured = broker_cfg["max.broker.partitions"]

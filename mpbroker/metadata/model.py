@@ -43,7 +43,7 @@ __all__ = [
     "INTERNAL_TOPICS", "MAX_TOPIC_NAME_LENGTH", "validate_topic_name", "has_collision_chars",
     "unify_collision_chars", "assign_replicas", "validate_replica_assignment", "create_topic",
     "delete_topic", "delete_topics", "delete_topic_by_id", "add_partitions", "set_topic_configs",
-    "update_partition",
+    "update_partition", "set_client_quotas",
     "register_broker", "unregister_broker", "set_controller", "new_cluster_metadata",
     "generate_cluster_id", "generate_topic_id", "uuid_to_str", "uuid_from_str", "ZERO_UUID",
     "TopicBatch", "PartitionGrowth", "PartitionLimits", "partition_counts",
@@ -179,6 +179,9 @@ class ClusterMetadata:
     acls: Tuple = ()
     acl_version: int = 0
     # --- end ACLs
+    # ---- client quotas (issue #17, mpbroker/security/quotas.py): EntityKey -> {key: value}
+    client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=dict)
+    # ---- end client quotas
 
     def topic(self, name: str) -> Topic:
         t = self.topics.get(name)
@@ -615,6 +618,24 @@ def unregister_broker(md: ClusterMetadata, broker_id: int) -> ClusterMetadata:
     return md._next(brokers=brokers)
 
 
+# ---- client quotas (issue #17) -------------------------------------------------------
+def set_client_quotas(md: ClusterMetadata, quotas: Mapping[tuple, Mapping[str, float]]) -> ClusterMetadata:
+    """The metadata with the client quotas replaced (mpbroker/security/quotas.py's
+    ``alter`` makes them)."""
+    return md._next(client_quotas={k: dict(v) for k, v in quotas.items()})
+
+
+def _client_quotas_to_list(quotas: Mapping[tuple, Mapping[str, float]]) -> list:
+    return [{"entity": [list(pair) for pair in key], "quotas": dict(values)}
+            for key, values in sorted(quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]])]
+
+
+def _client_quotas_from_list(entries) -> Dict[tuple, Dict[str, float]]:
+    return {tuple((t, n) for t, n in e["entity"]): {k: float(v) for k, v in e["quotas"].items()}
+            for e in entries}
+# ---- end client quotas -----------------------------------------------------------------
+
+
 def set_controller(md: ClusterMetadata, controller_id: int) -> ClusterMetadata:
     return md._next(controller_id=controller_id)
 
@@ -668,6 +689,7 @@ def to_dict(md: ClusterMetadata) -> dict:
         **({"scram_users": {u: {m: credential_to_string(c) for m, c in sorted(creds.items())}
                             for u, creds in sorted(md.scram_users.items())}}
            if md.scram_users else {}),
+        "client_quotas": _client_quotas_to_list(md.client_quotas),      # issue #17
     }
     if md.acls or md.acl_version:       # ACLs: [resource_type, name, pattern_type, principal,
         out["acls"] = sorted(list(b) for b in md.acls)   # host, operation, permission]
@@ -691,7 +713,8 @@ def from_dict(d: Mapping) -> ClusterMetadata:
                    for u, creds in d.get("scram_users", {}).items()}
     return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"],
                            scram_users=scram_users, acls=acls_from_list(d.get("acls", ())),
-                           acl_version=d.get("acl_version", 0))
+                           acl_version=d.get("acl_version", 0),
+                           client_quotas=_client_quotas_from_list(d.get("client_quotas", ())))
 
 
 # ------------------------------------------------------------------ ACLs (issue #17)

@@ -110,6 +110,38 @@ def test_abort_wakes_a_muted_reader_and_last_active_follows_traffic():
     run(test)
 
 
+def test_a_throttled_connection_answers_then_reads_nothing_until_the_throttle_ends():
+    """KIP-219 (workers/quotas.py): the response goes out at once, the next request is
+    not read until the connection's clock passes the throttle time."""
+    class Throttling:
+        def __init__(self):
+            self.seen = 0
+
+        def dispatch(self, ctx, frame, pos):
+            self.seen += 1
+            if self.seen == 1:
+                ctx.connection.throttle(50)
+            return [struct.pack(">i", 4) + struct.pack(">i", self.seen)]
+
+    async def test(a, b):
+        now = [100.0]
+        disp = Throttling()
+        conn = Connection(a, disp, 1 << 20, clock=lambda: now[0])
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0))
+        await until(lambda: disp.seen == 1 and conn._waiter is not None)
+        b.sendall(request(1))
+        loop = asyncio.get_running_loop()
+        answer = await asyncio.wait_for(loop.sock_recv(b, 8), 5)
+        assert answer[4:] == struct.pack(">i", 1)             # answered at once
+        assert conn.throttled_until == 100.05 and disp.seen == 1
+        now[0] = 101.0                                        # the throttle time passed
+        await until(lambda: disp.seen == 2)
+        conn.abort()
+        await asyncio.wait_for(task, 5)
+    run(test)
+
+
 # ------------------------------------------------------------------ slices at the front
 def _write(path, data: bytes) -> FileSlice:
     """A new file at `path` (replacing any) and a slice of it as an owner hands it out."""

@@ -33,6 +33,7 @@ from workers.handlers import alter_replica_log_dirs, describe_log_dirs
 from workers.handlers import sasl_authenticate, sasl_handshake
 from workers.handlers import user_scram_credentials
 from workers.handlers import create_acls, delete_acls, describe_acls
+from workers.handlers import alter_client_quotas, describe_client_quotas
 from workers.router import merge_list_groups, merge_list_transactions
 from workers.scope import (GROUP, LOCAL, PARTITION, TXN, Scope, cluster, cluster_by_request,
                            partition)
@@ -114,4 +115,6 @@ HANDLERS: dict[int, Handler] = {
     api_keys.DESCRIBE_ACLS:           Handler(describe_acls.handle, 0, 3),
     api_keys.CREATE_ACLS:             Handler(create_acls.handle, 0, 3),
     api_keys.DELETE_ACLS:             Handler(delete_acls.handle, 0, 3),
+    api_keys.DESCRIBE_CLIENT_QUOTAS:  Handler(describe_client_quotas.handle, 0, 1),
+    api_keys.ALTER_CLIENT_QUOTAS:     Handler(alter_client_quotas.handle, 0, 1),
 }

@@ -13,6 +13,7 @@ import asyncio
 
 from mpbroker.metadata.quota import STRICT_SINCE
 from mpbroker.protocol import api_keys
+from mpbroker.security.quotas import user_name
 
 # api key -> first version whose client honours throttle_time_ms itself (KIP-219)
 CLIENT_THROTTLES_SINCE = {api_keys.CREATE_TOPICS: 3, api_keys.DELETE_TOPICS: 2,
@@ -21,8 +22,12 @@ MAX_DELAY_MS = 30000      # an old client is never held longer than this
 
 
 def quota_arg(ctx) -> tuple:
-    """The controller methods' `quota` argument: (client_id, strict)."""
-    return (ctx.client_id or "", ctx.api_version >= STRICT_SINCE[ctx.api_key])
+    """The controller methods' `quota` argument: (client_id, strict), plus the user
+    (the principal's name, for a per-entity controller_mutation_rate, issue #17) when
+    it is not ANONYMOUS, the controller's default."""
+    args = (ctx.client_id or "", ctx.api_version >= STRICT_SINCE[ctx.api_key])
+    user = user_name(getattr(ctx, "principal", "User:ANONYMOUS"))
+    return args if user == "ANONYMOUS" else args + (user,)
 
 
 async def throttle(ctx, results) -> int:

@@ -59,7 +59,7 @@ class TopicAdmin:
         return self.session.call(getattr(self.session.zk, name), *args, **kw)
 
     def _quota(self, quota):
-        return self.limits.quota(self._broker_cfg(), quota)
+        return self.limits.quota(self._broker_cfg(), quota, self.cache.client_quotas)
 
     def _caps(self) -> model.PartitionLimits:
         return self.limits.partitions(self._broker_cfg())

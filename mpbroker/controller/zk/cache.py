@@ -18,6 +18,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from mpbroker.controller import zkdata
 from mpbroker.controller.zk import acls
 from mpbroker.controller.zk.acls import ZkAcls
+from mpbroker.controller.zk import client_quotas
 from mpbroker.controller.zk.session import ZkSession
 from mpbroker.metadata import model, scram_users
 from mpbroker.metadata.model import INTERNAL_TOPICS
@@ -38,6 +39,7 @@ class ZnodeCache:
         self.topic_versions: Dict[str, int] = {}
         self.states: Dict[Tuple[str, int], zkdata.LeaderAndIsr] = {}
         self.configs: Dict[str, Dict[str, str]] = {}
+        self.client_quotas: Dict[tuple, Dict[str, float]] = {}   # issue #17: zk/client_quotas.py
         self.controller_id = -1
         self.deleting: Set[str] = set()     # the children of /admin/delete_topics
         self.stopped: Set[Tuple[str, int]] = set()  # StopReplica(delete=false) received
@@ -84,6 +86,7 @@ class ZnodeCache:
         await self.load_offline()
         await self.load_scram_users(all_users=True)
         await self.acl_store.load()
+        self.client_quotas = await client_quotas.load(self.session)
 
     async def refresh(self, path: str) -> bool:
         """Reload what `path` names; True when it is one of the /admin or ISR
@@ -105,6 +108,8 @@ class ZnodeCache:
             await self.load_scram_users()
         elif path.startswith(zkdata.CONFIG_USERS + "/") and "/" not in path[len(zkdata.CONFIG_USERS) + 1:]:
             await self.load_scram_user(zkdata.desanitize(path[len(zkdata.CONFIG_USERS) + 1:]))
+        elif path == zkdata.CONFIG_CHANGES:       # client quotas changed somewhere
+            self.client_quotas = await client_quotas.load(self.session)
         elif path == zkdata.OFFLINE_REPLICAS or path.startswith(zkdata.OFFLINE_REPLICAS + "/"):
             await self.load_offline()
         else:
@@ -329,7 +334,8 @@ class ZnodeCache:
                                            name in INTERNAL_TOPICS)
         return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch,
                                      scram_users={u: dict(c) for u, c in self.scram.items()},
-                                     acls=self.acls, acl_version=self.acl_version)
+                                     acls=self.acls, acl_version=self.acl_version,
+                                     client_quotas=self.client_quotas)
 
     def unclean(self, topic: str) -> bool:
         """unclean.leader.election.enable of `topic` (its override, else the broker's)."""

@@ -18,7 +18,8 @@ from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from mpbroker import config as configmod
-from mpbroker.controller import limits, zkdata
+from mpbroker.controller import client_quotas, limits, zkdata
+from mpbroker.controller.zk import client_quotas as zk_client_quotas
 from mpbroker.controller.config_ops import DynamicBrokerConfigs
 from mpbroker.controller.zk.admin import TopicAdmin
 from mpbroker.controller.zk.cache import ZnodeCache
@@ -332,6 +333,17 @@ class ZkController(WorkerFacing):
 
     async def allocate_producer_id(self) -> int:
         return await self.admin.allocate_producer_id()
+
+    # ---- client quotas (issue #17): /config/users|clients (zk/client_quotas.py)
+    async def alter_client_quotas(self, entries, validate_only):
+        new, results, changed = client_quotas.apply(self.cache.client_quotas, entries,
+                                                    validate_only)
+        if changed:
+            await zk_client_quotas.write(self.session, new, changed)
+            self.cache.client_quotas = await zk_client_quotas.load(self.session)
+            self._publish()
+        return results
+    # ---- end client quotas
 
     async def alter_partition(self, topic: str, partition: int, leader_id: int, leader_epoch: int,
                               partition_epoch: int, new_isr):
