@@ -164,7 +164,11 @@ class ScramSaslServer:
 
     def _client_final(self, token: bytes) -> bytes:
         final = parse_client_final(token)
-        if final["nonce"] != self._server_first[2:self._server_first.index(",")]:
+        # RFC 5802: the client echoes the server's nonce (its own + the server's). librdkafka
+        # before 2.6.1 (Debian 12's kcat: 2.0.2) prepends its own nonce once more; Kafka
+        # (since 3.8.1) accepts a final nonce that ends with the server's, and so
+        # do we: the server's part, which the replay protection needs, is still checked.
+        if not final["nonce"].endswith(self._server_first[2:self._server_first.index(",")]):
             raise ScramAuthenticationError("Invalid client nonce in the final client message.",
                                            "other-error")
         if final["channel"] != self._first["gs2_header"].encode("utf-8"):

@@ -78,6 +78,11 @@ def confluent_login_error(sasl, mech, user, password):
         a.list_topics(timeout=10)
         return None
     except Exception:
+        # error_cb runs from poll(): serve the callbacks librdkafka queued (at most 5 s)
+        for _ in range(25):
+            a.poll(0.2)
+            if errors:
+                break
         codes = [e.code() for e in errors]
         return KafkaError._AUTHENTICATION if KafkaError._AUTHENTICATION in codes else codes
 

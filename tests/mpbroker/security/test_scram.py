@@ -103,7 +103,8 @@ def _final_with(s, c, edit):
 
 
 @pytest.mark.parametrize("edit, match", [
-    (lambda f: f.replace("r=", "r=x", 1), "nonce"),
+    (lambda f: f.replace(",p=", "x,p=", 1), "nonce"),          # not the server's nonce
+    (lambda f: f.replace(",p=", ",p=", 1)[:f.index(",p=") - 1] + f[f.index(",p="):], "nonce"),
     (lambda f: f.replace("c=biws", "c=eSws"), "channel binding"),
     (lambda f: f[:f.index(",p=")] + ",p=" + base64.b64encode(b"\0" * 32).decode(), "invalid credentials"),
     (lambda f: f[:f.index(",p=")] + ",p=AAAA", "invalid credentials"),
@@ -115,6 +116,26 @@ def test_bad_client_final_is_refused(edit, match):
     with pytest.raises(sasl.SaslAuthenticationError, match=match):
         _final_with(s, ScramClient("SCRAM-SHA-256", "alice", "pw"), edit)
     assert not s.complete
+
+
+def test_a_final_nonce_with_the_client_nonce_prepended_again_is_accepted():
+    """librdkafka before 2.6.1 (Debian 12's kcat) answers r=<cnonce><cnonce><snonce>, its
+    proof over that message; Kafka accepts a final nonce that ends with the server's
+    (cnonce + snonce), and so does the server here."""
+    s = server(alice="pw")
+    c = ScramClient("SCRAM-SHA-256", "alice", "pw")
+    first = c.first().decode()
+    server_first = s.evaluate(first.encode()).decode()
+    cnonce = first.split("r=", 1)[1]
+    attrs = dict(a.split("=", 1) for a in server_first.split(","))
+    m = sc.mechanism("SCRAM-SHA-256")
+    salted = sc.salted_password(m, "pw", base64.b64decode(attrs["s"]), int(attrs["i"]))
+    without_proof = f"c=biws,r={cnonce}{attrs['r']}"
+    msg = scram.auth_message(first[3:], server_first, without_proof)
+    ckey = sc.client_key(m, salted)
+    proof = bytes(a ^ b for a, b in zip(ckey, sc.hmac_digest(m, sc.stored_key(m, ckey), msg)))
+    server_final = s.evaluate(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+    assert server_final.startswith(b"v=") and s.complete and s.authorization_id == "alice"
 
 
 def test_no_token_after_completion_or_failure():
