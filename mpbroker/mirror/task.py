@@ -15,7 +15,7 @@ Loop (one thread, `run()` until `stop` is set):
     consume a batch -> sink.write (target partition = source partition, key, value,
     headers, timestamp) -> seek partitions the sink rewinds -> every
     offset.flush.interval.ms commit -> every refresh: topic sync, resubscribe, resume
-    held partitions -> every --progress-interval: one log line per topic with the
+    held partitions, topic ACL sync -> every --progress-interval: one log line per topic with the
     records mirrored and the lag (high watermark - position, summed over the assigned
     partitions).
 
@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Set
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mpbroker.mirror.acls import AclSync
 from mpbroker.mirror.checkpoint import CheckpointEmitter
 from mpbroker.mirror.config import FlowConfig, MirrorConfigError
 from mpbroker.mirror.sinks import AtLeastOnceSink, OffsetSyncWriter, TransactionalSink
@@ -78,6 +79,7 @@ class FlowTask:
         self.source_admin = make_client(AdminClient, f.client(f.source, "admin"), f"{f.source} admin")
         self.target_admin = make_client(AdminClient, f.client(f.target, "admin"), f"{f.target} admin")
         self.topics = TopicSync(f, self.source_admin, self.target_admin, self.log)
+        self.acls = AclSync(f, self.source_admin, self.target_admin, self.topics.remote, self.log)
         syncs_cluster = self.syncs_cluster = f.offset_syncs_cluster
         self.syncs_topic = f.offset_syncs_topic
         self.aux = make_client(Producer, {"linger.ms": "20", "enable.idempotence": "true",
@@ -162,7 +164,7 @@ class FlowTask:
 
     # ---------------------------------------------------------------- periodic work
     def refresh(self, now: float) -> None:
-        """Topic sync and subscription; backoff on failure."""
+        """Topic sync, subscription and topic ACL sync; backoff on a topic sync failure."""
         f = self.flow
         try:
             if not self._internal_ok:
@@ -200,6 +202,11 @@ class FlowTask:
             if ready:
                 self.consumer.resume([TopicPartition(t, p) for t, p in ready])
                 self.held -= ready
+        if f["sync.topic.acls.enabled"]:
+            try:
+                self.acls.sync()
+            except Exception:                           # noqa: BLE001 - records go on without ACLs
+                self.log.exception("topic ACL sync failed; retried at the next refresh")
 
     def _retry_refresh(self, now: float) -> None:
         self._next_refresh = now + self._backoff
