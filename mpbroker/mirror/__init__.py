@@ -7,6 +7,7 @@ Modules, from pure to I/O (imports go down this list only):
 * `records`     MM2's wire formats of offset syncs, checkpoints and heartbeats
 * `offset_sync` when to emit an offset sync, and the store that translates offsets
 * `topics`      topic, partition and config sync from source to target (AdminClient)
+* `acls`        topic ACL sync from source to target (which bindings, mapped how; AdminClient)
 * `checkpoint`  consumer-group offset translation, checkpoints, heartbeats, group sync
 * `sinks`       the write side: at-least-once and transactional (exactly-once) delivery
 * `task`        the record pipeline of one flow in one process (consumer group member)

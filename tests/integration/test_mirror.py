@@ -22,13 +22,16 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType,
+                                   AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                   ResourcePatternType, ResourceType)
 
 from mpbroker.mirror.records import Checkpoint
 from mpbroker.testing import kill_and_wait, spawn
 from tests.integration.broker import (Broker, admin, assign_from_beginning, consume, consumer,
                                       create_topic, flush, producer, run_cli, wait_for_topic,
                                       wait_until)
+from tests.security.acl_helpers import ANON, AUTHORIZER, add_acls, binding
 
 WAIT_S = 90.0
 FAST = {
@@ -233,6 +236,52 @@ def test_partitions_and_configs_added_at_source_appear_at_target(clusters, mirro
         res = ConfigResource(ConfigResource.Type.TOPIC, remote)
         return ab.describe_configs([res])[res].result(30)["retention.ms"].value == "123456789"
     wait_until(retention, WAIT_S, "retention.ms synced to B")
+
+
+@pytest.fixture
+def acl_clusters(tmp_path):
+    """A and B with the ACL authorizer; a resource without ACLs is open to all, and the
+    test's clients and the mirror (User:ANONYMOUS) are super users, so the ACLs given to
+    alice on a topic do not shut them out of it."""
+    conf = {"authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "true",
+            "super.users": ANON}
+    a = Broker(tmp_path / "acl-a", conf, name="A-acl").start()
+    b = Broker(tmp_path / "acl-b", conf, name="B-acl").start()
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+def test_topic_acls_are_synced_to_the_remote_topic(acl_clusters, mirrors):
+    a, b = acl_clusters
+    pre = prefix()
+    topic = create_topic(a.bootstrap, f"{pre}-acl", 1)
+    other = create_topic(a.bootstrap, f"{pre}-not-mirrored", 1)
+    alice = "User:alice"
+    add_acls(a.bootstrap, binding("TOPIC", topic, "READ", principal=alice),
+             binding("TOPIC", topic, "WRITE", principal=alice),
+             binding("TOPIC", topic, "ALL", principal=alice, host="192.0.2.1"),
+             binding("TOPIC", other, "READ", principal=alice))
+    m = mirrors(a.bootstrap, b.bootstrap, {"A->B.topics": topic})
+    ab = admin(b.bootstrap)
+    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    # WRITE dropped, ALL -> READ, on A.<topic>; nothing for the topic not mirrored
+    expected = {(f"A.{topic}", alice, "*", AclOperation.READ),
+                (f"A.{topic}", alice, "192.0.2.1", AclOperation.READ)}
+
+    def synced():
+        got = {(x.name, x.principal, x.host, x.operation)
+               for x in ab.describe_acls(every, request_timeout=20).result(20)}
+        return got if got == expected else None
+    try:
+        synced_acls = wait_until(synced, WAIT_S, "topic ACLs at B", step=0.5)
+    except AssertionError as e:
+        raise AssertionError(f"{e}:\n{m.log()[-3000:]}") from None
+    assert all(x.resource_pattern_type == ResourcePatternType.LITERAL and
+               x.permission_type == AclPermissionType.ALLOW
+               for x in ab.describe_acls(every, request_timeout=20).result(20)), synced_acls
+    assert "topic ACLs not synced" not in m.log()
 
 
 def test_group_offsets_are_translated_and_synced_to_the_target(clusters, mirrors):
