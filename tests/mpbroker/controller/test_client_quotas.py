@@ -3,27 +3,10 @@ validated per entry, validate_only, persisted in the embedded store across a res
 pushed to the workers; a per-entity controller_mutation_rate overrides the broker's."""
 import asyncio
 
-from mpbroker import config as configmod
-from mpbroker.controller.embedded import EmbeddedController
 from mpbroker.metadata import model
 from mpbroker.protocol.errors import ErrorCode
 from mpbroker.security import quotas as q
-
-
-def make(tmp_path):
-    props = {"broker.id": "1", "log.dirs": str(tmp_path / "d"),
-             "listeners": "PLAINTEXT://127.0.0.1:0"}
-    ctl = EmbeddedController(configmod.BrokerConfig(props))
-    ctl.register_broker(1, "127.0.0.1", 9092)
-    return ctl
-
-
-class Worker:
-    def __init__(self):
-        self.md = None
-
-    def apply_metadata(self, md):
-        self.md = md
+from tests.mpbroker.controller.embedded_harness import Worker, make
 
 
 def test_alter_validates_each_entry_and_persists(tmp_path):

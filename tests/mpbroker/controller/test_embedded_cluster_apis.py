@@ -2,17 +2,8 @@
 controlled_shutdown (same contracts as the ZooKeeper controller)."""
 import asyncio
 
-from mpbroker import config as configmod
-from mpbroker.controller.embedded import EmbeddedController
 from mpbroker.protocol.errors import ErrorCode
-
-
-def make(tmp_path):
-    cfg = configmod.BrokerConfig({"broker.id": "1", "log.dirs": str(tmp_path / "d"),
-                                  "listeners": "PLAINTEXT://127.0.0.1:0"})
-    ctl = EmbeddedController(cfg)
-    ctl.register_broker(1, "127.0.0.1", 9092)
-    return ctl
+from tests.mpbroker.controller.embedded_harness import make
 
 
 def test_alter_partition(tmp_path):

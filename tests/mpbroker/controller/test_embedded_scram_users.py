@@ -2,25 +2,9 @@
 them), pushed to the workers with the metadata."""
 import asyncio
 
-from mpbroker import config as configmod
-from mpbroker.controller.embedded import EmbeddedController
 from mpbroker.protocol.errors import ErrorCode
 from mpbroker.security import scram_credentials as sc
-
-
-def make(tmp_path):
-    props = {"broker.id": "1", "log.dirs": str(tmp_path / "d"), "listeners": "PLAINTEXT://127.0.0.1:0"}
-    ctl = EmbeddedController(configmod.BrokerConfig(props))
-    ctl.register_broker(1, "127.0.0.1", 9092)
-    return ctl
-
-
-class Worker:
-    def __init__(self):
-        self.md = None
-
-    def apply_metadata(self, md):
-        self.md = md
+from tests.mpbroker.controller.embedded_harness import Worker, make
 
 
 def test_alter_stores_pushes_and_survives_a_restart(tmp_path):
