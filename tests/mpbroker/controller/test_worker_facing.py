@@ -52,7 +52,8 @@ def test_reload_replaces_the_static_layer_and_reapplies_the_same_dynamic_layers(
     assert got["log.retention.ms"] == 1000 and got.source_of("log.retention.ms") == ConfigSource.DYNAMIC_BROKER_CONFIG
     assert got["log.cleaner.threads"] == 3 \
         and got.source_of("log.cleaner.threads") == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-    assert got["log.segment.bytes"] == 2000000 and got.source_of("log.segment.bytes") == ConfigSource.STATIC_BROKER_CONFIG
+    assert got["log.segment.bytes"] == 2000000
+    assert got.source_of("log.segment.bytes") == ConfigSource.STATIC_BROKER_CONFIG
     assert got["num.io.threads"] == 9
     assert new["log.retention.ms"] == 7                           # the static layer itself is untouched
 
