@@ -151,7 +151,9 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
             client.notify("placement_applied", (worker_id, broker.placement.revision))
             heartbeats.beat(1 + worker_id)
             log_recovery(worker_id, broker)
-            log.info("worker %d (pid %d) serving on %s:%d", worker_id, os.getpid(), *listen)
+            # the loop's module says whether uvloop really runs it (issue #18)
+            log.info("worker %d (pid %d) serving on %s:%d (event loop: %s)", worker_id,
+                     os.getpid(), *listen, type(loop).__module__.split(".")[0])
             loop.create_task(heartbeat_loop(heartbeats, 1 + worker_id, heartbeat_interval_s))
 
         return await server.run(broker, sock, cfg["socket.request.max.bytes"],

@@ -138,6 +138,13 @@ def test_ready_watchdog_then_sigterm_stops_cleanly(own_broker, systemd):
     assert read_values(b, "sup-stop", 2) == [b"a", b"b"]
 
 
+def test_workers_run_on_uvloop(own_broker):
+    b = own_broker().start()
+    line = h.wait_until(lambda: re.search(rb"worker 0 \(pid \d+\) serving on .*", b.log_path.read_bytes()),
+                        20, "the serving line", b, step=0.05)
+    assert line.group(0).endswith(b"(event loop: uvloop)"), line.group(0)
+
+
 def test_killed_worker_is_respawned_and_serves_its_partitions(own_broker):
     b = own_broker({"log.flush.interval.messages": 1}).start()
     produce(b, "sup-respawn", [b"x%d" % i for i in range(10)])
