@@ -42,33 +42,23 @@ read_uvarint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t limit, int ma
     return 0;
 }
 
-static inline int64_t
-zigzag(uint64_t raw)
-{
-    return (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-}
-
-/* decode_varint: 5 bytes at most, truncated to 32 bits, then zig-zag. */
+/* decode_varint (max_bytes 5: truncated to 32 bits, as Java's int arithmetic) and
+ * decode_varlong (max_bytes 10: 64 bits), then zig-zag. 0 when truncated or too long. */
 static inline int
-read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t limit, int64_t *out)
+read_zigzag(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
+            int64_t *out)
 {
     uint64_t raw;
-    if (!read_uvarint(buf, pos, limit, 5, &raw))
+    if (!read_uvarint(buf, pos, limit, max_bytes, &raw))
         return 0;
-    *out = zigzag(raw & 0xFFFFFFFFu);
+    if (max_bytes == 5)
+        raw &= 0xFFFFFFFFu;
+    *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
     return 1;
 }
 
-/* decode_varlong: 10 bytes at most, 64 bits, then zig-zag. */
-static inline int
-read_varlong(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t limit, int64_t *out)
-{
-    uint64_t raw;
-    if (!read_uvarint(buf, pos, limit, 10, &raw))
-        return 0;
-    *out = zigzag(raw);
-    return 1;
-}
+#define read_varint(buf, pos, limit, out) read_zigzag(buf, pos, limit, 5, out)
+#define read_varlong(buf, pos, limit, out) read_zigzag(buf, pos, limit, 10, out)
 
 /* A length field of a key, value or header value: -1 (null) or >= 0 bytes, which must
  * lie inside the record. 0 when the record is not valid. */
