@@ -67,6 +67,8 @@ def test_structure_doubts_answer_none(recwalk):
     assert recwalk.walk(data + b"\x00", 2) is None          # trailing byte
     swapped = region([(0, b"k", b"v", ())]) * 2             # offset deltas 0, 0
     assert recwalk.walk(swapped, 2) is None
+    padded = encode_record(0, 0, 0, b"k", b"v", [], None, None, None, b"\x00")
+    assert recwalk.walk(padded, 1) is None                  # a byte after the fields
     with pytest.raises(TypeError):
         recwalk.walk("text", 1)
 
@@ -86,8 +88,9 @@ def test_varints_as_java_reads_them(recwalk):
 
 
 def encode_record(attrs, ts_delta, offset_delta, key, value, headers, key_len, value_len,
-                  header_count):
-    """A record written field by field, lengths optionally lying."""
+                  header_count, extra=b""):
+    """A record written field by field, lengths optionally lying, `extra` bytes after
+    its fields inside its length."""
     body = bytes([attrs]) + encode_varint(ts_delta) + encode_varint(offset_delta)
     body += encode_varint(len(key or b"") if key_len is None else key_len) + (key or b"")
     body += encode_varint(len(value or b"") if value_len is None else value_len) + (value or b"")
@@ -95,6 +98,7 @@ def encode_record(attrs, ts_delta, offset_delta, key, value, headers, key_len, v
     for hk, hv in headers:
         body += encode_varint(-1) if hk is None else encode_varint(len(hk)) + hk
         body += encode_varint(-1) if hv is None else encode_varint(len(hv)) + hv
+    body += extra
     return encode_varint(len(body)) + body
 
 
@@ -105,7 +109,8 @@ RECORD = st.tuples(st.integers(0, 255), INT64, st.one_of(st.none(), st.integers(
                    st.lists(st.tuples(st.one_of(st.binary(max_size=5), st.just(None)),
                                       st.one_of(st.none(), st.binary(max_size=5))),
                             max_size=3),
-                   LIES, LIES, st.one_of(st.none(), st.none(), st.integers(-2, 5)))
+                   LIES, LIES, st.one_of(st.none(), st.none(), st.integers(-2, 5)),
+                   st.sampled_from([b"", b"\x00", b"\x01\x02"]))
 
 
 def regions():
@@ -115,11 +120,11 @@ def regions():
     def make(draw):
         recs = draw(st.lists(RECORD, min_size=1, max_size=8))
         data = bytearray()
-        for i, (attrs, ts, od, key, value, headers, kl, vl, hc) in enumerate(recs):
+        for i, (attrs, ts, od, key, value, headers, kl, vl, hc, extra) in enumerate(recs):
             if draw(st.integers(0, 3)):                 # most records honest
-                od, kl, vl, hc = None, None, None, None
+                od, kl, vl, hc, extra = None, None, None, None, b""
             data += encode_record(attrs, ts, i if od is None else i + od, key, value,
-                                  headers, kl, vl, hc)
+                                  headers, kl, vl, hc, extra)
         for pos, value in draw(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
                                         max_size=3)):
             data[pos % len(data)] = value
