@@ -49,8 +49,13 @@ pure-Python `_walk` runs and raises exactly the errors described above. Without 
 extension, or with MPBROKER_PURE_PYTHON=1 in the environment at import, only the
 pure walk runs (tests flip the module's `_recwalk` to None).
 
-Cost: one pass over the records region doing a few integer operations per field, see
-loadtest/bench_validate.py and loadtest/RESULTS.md.
+Cost: one pass over the records region doing a few integer operations per field; a
+batch that breaks a rule (or whose timestamp range touches a bound) pays a second,
+pure pass for its errors. The pure walk costs ~1 us a record, the compiled check
+~0.05 us: for 16 KiB uncompressed batches of 100 B values `validate_batch` takes ~7 us
+instead of ~170 us, CRC and copy included; a broker (one worker) producing 100 B
+records spends ~3 ms of CPU a MB instead of ~15 (~2.5 with validation off), 1 KiB
+records ~2 instead of ~3 (loadtest/bench_validate.py, loadtest/RESULTS.md).
 """
 from __future__ import annotations
 
