@@ -24,7 +24,8 @@ def walk_impl(request, monkeypatch):
     if request.param == "pure":
         monkeypatch.setattr(validator, "_recwalk", None)
     elif validator._recwalk is None:
-        require("storage._recwalk", "not compiled (pip install -e . builds it)")
+        require("storage._recwalk",
+                "not loaded: not compiled (pip install -e . builds it) or MPBROKER_PURE_PYTHON=1")
     return request.param
 
 

@@ -20,7 +20,8 @@ INT64 = st.integers(-2**63, 2**63 - 1)
 @pytest.fixture
 def recwalk():
     if validator._recwalk is None:
-        require("storage._recwalk", "not compiled (pip install -e . builds it)")
+        require("storage._recwalk",
+                "not loaded: not compiled (pip install -e . builds it) or MPBROKER_PURE_PYTHON=1")
     return validator._recwalk
 
 
