@@ -6,24 +6,28 @@ For ~16 KiB batches of 100 B and 1 KiB values, uncompressed and lz4/zstd/gzip, i
 times (median of ROUNDS rounds, CPU us per batch):
 
 * `validate`: `validator.validate_batch` alone (header, CRC, decompression, the
-  record walk);
+  record walk), with the compiled fast check (storage/_recwalk.c) when it is built;
+* `pure`: the same with the pure-Python walk alone (what MPBROKER_PURE_PYTHON=1 runs);
 * `append`: `Partition.append` alone on a real Log in a temporary directory (header,
   CRC, offsets, the copy into the segment): the produce path before validation;
 * `produce`: `convert.prepare_produce` (which validates) + `Partition.append`, what
   workers/handlers/produce.py does now;
 
 and prints validation MB/s (uncompressed record bytes per second), validation us per
-MB, and the ratios validate/append and produce/append.
+MB, us per record of `validate` and `pure`, and the ratios validate/append,
+produce/append and pure/validate.
 
     .venv/bin/python -m loadtest.bench_validate --e2e [--rounds 3] [--mb 16]
 
-runs the real broker twice side by side instead (one worker each), with the defaults
-and with `produce.record.validation.enable=false`, and measures confluent-kafka
+runs the real broker three times side by side instead (one worker each): with the
+defaults ("validated", the compiled check when built), with MPBROKER_PURE_PYTHON=1
+("pure") and with `produce.record.validation.enable=false` ("trusted"), and measures
+confluent-kafka
 produce throughput (loadtest/bench_clients.py: linger.ms=5, batch.size=1 MiB, acks=1,
 no compression) for 100 B and 1 KiB records, and the CPU time the broker's processes
 used per MB produced (from /proc: robust on a shared box, where throughput is not),
-rounds alternating A B; prints every round, the medians and the ratios
-validated/trusted.
+rounds alternating between the brokers; prints every round, the medians and the
+ratios to "validated".
 """
 import os
 import statistics
@@ -91,6 +95,13 @@ def case(value_size: int, codec: int, seconds: float, tmp: str) -> dict:
     def validate():
         validator.validate_batch(RecordBatch(memoryview(payload)), rules)
 
+    def pure():
+        saved, validator._recwalk = validator._recwalk, None
+        try:
+            validate()
+        finally:
+            validator._recwalk = saved
+
     def append():
         p.append(memoryview(payload))           # readonly, like a request buffer
         if log.size_bytes > 32 * 1024 * 1024:
@@ -103,25 +114,30 @@ def case(value_size: int, codec: int, seconds: float, tmp: str) -> dict:
 
     out = {"values": value_size, "codec": codecs.NAMES[codec], "batch": len(payload),
            "records": RecordBatch(payload).record_count, "plain": plain_bytes,
-           **median_us({"validate": validate, "append": append, "produce": produce},
-                       seconds)}
+           **median_us({"validate": validate, "pure": pure, "append": append,
+                        "produce": produce}, seconds)}
     log.close()
     return out
 
 
 def micro(seconds: float) -> None:
+    print("# record walk: %s" % ("compiled fast check (storage/_recwalk.c)" if validator._recwalk
+                                 else "pure Python only (not built, or MPBROKER_PURE_PYTHON=1)"))
     print(f"{'values':>6} {'codec':>5} {'batch B':>7} {'recs':>4} {'validate us':>11} "
-          f"{'append us':>9} {'produce us':>10} {'valid. MB/s':>11} {'us/MB':>7} "
-          f"{'val/app':>7} {'prod/app':>8}")
+          f"{'pure us':>8} {'append us':>9} {'produce us':>10} {'valid. MB/s':>11} "
+          f"{'us/MB':>7} {'us/rec':>6} {'pure us/rec':>11} {'val/app':>7} {'prod/app':>8} "
+          f"{'pure/val':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         for value_size in (100, 1024):
             for codec in CODECS:
                 r = case(value_size, codec, seconds, tmp)
                 mbs = r["plain"] / r["validate"]            # bytes/us = MB/s
                 print(f"{r['values']:>6} {r['codec']:>5} {r['batch']:>7} {r['records']:>4} "
-                      f"{r['validate']:>11.1f} {r['append']:>9.1f} {r['produce']:>10.1f} "
-                      f"{mbs:>11.0f} {1e6 / mbs:>7.0f} {r['validate'] / r['append']:>7.2f} "
-                      f"{r['produce'] / r['append']:>8.2f}", flush=True)
+                      f"{r['validate']:>11.1f} {r['pure']:>8.1f} {r['append']:>9.1f} "
+                      f"{r['produce']:>10.1f} {mbs:>11.0f} {1e6 / mbs:>7.0f} "
+                      f"{r['validate'] / r['records']:>6.2f} {r['pure'] / r['records']:>11.2f} "
+                      f"{r['validate'] / r['append']:>7.2f} {r['produce'] / r['append']:>8.2f} "
+                      f"{r['pure'] / r['validate']:>8.2f}", flush=True)
 
 
 def group_cpu_s(pgid: int) -> float:
@@ -149,11 +165,13 @@ def e2e(rounds: int, mb: float) -> None:
     common = {"num.workers": "1"}
     peers = {}
     try:
-        for name, extra in (("validated", {}),
-                            ("trusted", {"produce.record.validation.enable": "false"})):
+        for name, extra, env in (("validated", {}, "0"), ("pure", {}, "1"),
+                                 ("trusted", {"produce.record.validation.enable": "false"}, "0")):
+            os.environ["MPBROKER_PURE_PYTHON"] = env        # the broker inherits it
             peers[name] = MpbrokerPeer(make_workdir(f"bench-validate-{name}-"),
                                        {**common, **extra}).start()
-            print(f"# {name}: {peers[name].describe()}")
+            print(f"# {name}: {peers[name].describe()} MPBROKER_PURE_PYTHON={env}")
+        os.environ.pop("MPBROKER_PURE_PYTHON")
         results = {}
         print(f"{'round':>5} {'peer':>9} {'size':>6} {'produce MB/s':>13} {'broker CPU ms/MB':>17}")
         for r in range(1, rounds + 1):
@@ -173,14 +191,15 @@ def e2e(rounds: int, mb: float) -> None:
                     results.setdefault((name, size), []).append(row)
                     print(f"{r:>5} {name:>9} {size:>6} {row[0]:>13.1f} {row[1]:>17.1f}",
                           flush=True)
-        print("\n# medians: size, MB/s validated, trusted, ratio; "
-              "broker CPU ms/MB validated, trusted, ratio")
+        print("\n# medians: size, peer, MB/s, broker CPU ms/MB, and their ratios to validated")
         for size in (100, 1024):
             v = [statistics.median(x[i] for x in results[("validated", size)]) for i in (0, 1)]
-            t = [statistics.median(x[i] for x in results[("trusted", size)]) for i in (0, 1)]
-            print(f"{size:>6} {v[0]:>8.1f} {t[0]:>8.1f} {v[0] / t[0]:>6.2f}   "
-                  f"{v[1]:>8.1f} {t[1]:>8.1f} {v[1] / t[1]:>6.2f}")
+            for name in peers:
+                m = [statistics.median(x[i] for x in results[(name, size)]) for i in (0, 1)]
+                print(f"{size:>6} {name:>9} {m[0]:>8.1f} {m[1]:>8.1f}   "
+                      f"{m[0] / v[0]:>6.2f} {m[1] / v[1]:>6.2f}")
     finally:
+        os.environ.pop("MPBROKER_PURE_PYTHON", None)
         for p in peers.values():
             p.stop()
 

@@ -6,8 +6,10 @@
 #   bash scripts/dev.sh setup [test]                     only set up (.venv, and apt for tests)
 #
 # Setup is idempotent and fast once done: a stamp file in .venv records a hash of
-# pyproject.toml and of this script (and which extras were installed); while the hash
-# matches, nothing is installed again. The venv is made with the system `python3`.
+# pyproject.toml, setup.py, the compiled record walk's source and this script (and which
+# extras were installed); while the hash matches, nothing is installed again. The venv is
+# made with the system `python3`. `pip install -e .` also compiles storage/_recwalk.c in
+# place when it can (optional: storage/validator.py falls back to pure Python).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,7 +53,7 @@ setup_apt() {
 
 # ---------------------------------------------------------------- python venv
 stamp_hash() {
-  cat pyproject.toml scripts/dev.sh | sha256sum | cut -c1-16
+  cat pyproject.toml setup.py storage/_recwalk.c scripts/dev.sh | sha256sum | cut -c1-16
 }
 
 # $1: extras spec ("" for the broker alone, "test,load" for everything)

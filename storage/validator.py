@@ -39,11 +39,28 @@ Checks, in order, and the error each one answers (Kafka's codes):
   INVALID_TIMESTAMP, which wins over INVALID_RECORD when both occur (Kafka's
   processRecordErrors).
 
-Cost: one pass over the records region doing a few integer operations per field, see
-loadtest/bench_validate.py and loadtest/RESULTS.md.
+Two implementations of the record walk, one answer: the compiled fast check
+(storage/_recwalk.c, built by setup.py when a compiler is there) walks the region
+once and says only "every record is valid, offset deltas 0..n-1" plus the smallest
+and largest timestamp delta and whether any key is null. When that proves that no
+rule fails, validation is done; in any other case (a structure it doubts, a null
+key on a compacted topic, a timestamp range reaching past the bounds) the
+pure-Python `_walk` runs and raises exactly the errors described above. Without the
+extension, or with MPBROKER_PURE_PYTHON=1 in the environment at import, only the
+pure walk runs (tests flip the module's `_recwalk` to None).
+
+Cost: one pass over the records region doing a few integer operations per field; a
+batch that breaks a rule (or whose timestamp range touches a bound) pays a second,
+pure pass for its errors. The pure walk costs ~1 us a record, the compiled check
+~0.05 us: for 16 KiB uncompressed batches of 100 B values `validate_batch` takes ~7 us
+instead of ~170 us, CRC and copy included; a broker (one worker) producing 100 B
+records spends ~3 ms of CPU a MB instead of ~15 (~2.5 with validation off), 1 KiB
+records ~2 instead of ~3 (loadtest/bench_validate.py, loadtest/RESULTS.md).
 """
 from __future__ import annotations
 
+import logging
+import os
 from typing import NamedTuple
 
 from storage import codecs
@@ -57,6 +74,15 @@ NO_KEY_MESSAGE = "Compacted topic cannot accept message without key"
 PRODUCER_LOG_APPEND_TIME_MESSAGE = ("Invalid timestamp type in message: producer should not "
                                     "set timestamp type to LogAppendTime")
 MAX_RECORD_ERRORS_SHOWN = 3
+
+if os.environ.get("MPBROKER_PURE_PYTHON") == "1":
+    _recwalk = None
+else:
+    try:
+        from storage import _recwalk
+    except ImportError:             # not compiled (optional in setup.py): the pure walk
+        logging.getLogger(__name__).debug("storage._recwalk not built: pure-Python walk")
+        _recwalk = None
 
 
 class Rules(NamedTuple):
@@ -104,17 +130,28 @@ def validate_batch(batch: RecordBatch, rules: Rules = Rules()) -> bytes:
     batch_lat = bool(h.attributes & TIMESTAMP_TYPE_MASK)
     check_ts = not rules.log_append_time and not batch_lat and (
         rules.before_max_ms != LONG_MAX or rules.after_max_ms != LONG_MAX)
-    try:
-        keyless, bad_ts = _walk(data, h.record_count, rules.compacted, check_ts,
-                                h.base_timestamp, rules)
-    except (IndexError, CorruptRecordError):
-        # a varint running past the end, or longer than 5/10 bytes: Kafka's
-        # "Found invalid record structure" (an InvalidRecordException)
-        raise InvalidRecordError("Found invalid record structure") from None
+    fast = _recwalk.walk(data, h.record_count) if _recwalk is not None else None
+    if fast is not None and not (rules.compacted and fast[2]) and (
+            not check_ts or rules.now_ms - rules.before_max_ms <= h.base_timestamp + fast[0]
+            and h.base_timestamp + fast[1] <= rules.now_ms + rules.after_max_ms):
+        keyless = bad_ts = ()                   # proven: no record breaks a rule
+    else:
+        keyless, bad_ts = _checked_walk(data, h.record_count, check_ts, h.base_timestamp,
+                                        rules)
     if batch_lat:
         bad_ts = _log_append_time_batch_errors(h.max_timestamp, h.record_count, rules)
     raise_record_errors(keyless, bad_ts)
     return data
+
+
+def _checked_walk(data: bytes, count: int, check_ts: bool, base_ts: int, rules: Rules):
+    """`_walk`, its decoding errors as Kafka's structure error."""
+    try:
+        return _walk(data, count, rules.compacted, check_ts, base_ts, rules)
+    except (IndexError, CorruptRecordError):
+        # a varint running past the end, or longer than 5/10 bytes: Kafka's
+        # "Found invalid record structure" (an InvalidRecordException)
+        raise InvalidRecordError("Found invalid record structure") from None
 
 
 def _walk(data: bytes, count: int, compacted: bool, check_ts: bool, base_ts: int,

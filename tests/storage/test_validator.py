@@ -11,9 +11,22 @@ from storage.batch import (CRC_OFFSET, HEADER_SIZE, LAST_OFFSET_DELTA_OFFSET,
                            encode_varint)
 from storage.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
 from storage.legacy import LegacyRecord
+from tests.conftest import require
 
 NOW = 1_700_000_000_000
 TYPED = (CorruptRecordError, InvalidRecordError, InvalidTimestampError)
+
+
+@pytest.fixture(autouse=True, params=["pure", "fast"])
+def walk_impl(request, monkeypatch):
+    """Every test here runs with the pure-Python walk alone and with the compiled fast
+    check in front of it (storage/_recwalk.c): the answers must not differ."""
+    if request.param == "pure":
+        monkeypatch.setattr(validator, "_recwalk", None)
+    elif validator._recwalk is None:
+        require("storage._recwalk",
+                "not loaded: not compiled (pip install -e . builds it) or MPBROKER_PURE_PYTHON=1")
+    return request.param
 
 
 def build(records=None, compression=0, **kw):
