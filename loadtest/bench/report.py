@@ -4,6 +4,8 @@ Input is the run's dict (cli.py builds it, results.json is it):
   {"machine": {...}, "limits": {...}, "peers": {name: description}, "rows": [row, ...],
    "scaling": [row, ...], "config": {...}, "command": "..."}
 where a row is runner.measure()'s dict plus "round". Pure functions except `write_plots`.
+METRICS are the main tables' columns; COST_METRICS those of the broker CPU cost tables
+(per request and per MB, from the clients' request counts: runner.py, reqstats.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ METRICS = [  # (key, column title, format)
     ("client_cores", "client CPU cores", "{:.2f}"),
     ("other_cores", "other CPU cores", "{:.2f}"),
 ]
+COST_METRICS = [  # live phase: Produce and Fetch at once; catch-up: Fetch alone
+    ("produce_req_s", "Produce req/s", "{:,.0f}"),
+    ("fetch_req_s", "Fetch req/s", "{:,.0f}"),
+    ("broker_us_per_req", "broker CPU µs / request", "{:,.1f}"),
+    ("broker_us_per_mb", "broker CPU µs / MB", "{:,.0f}"),
+    ("drain_fetch_req_s", "catch-up Fetch req/s", "{:,.0f}"),
+    ("drain_us_per_fetch", "catch-up broker CPU µs / Fetch", "{:,.1f}"),
+    ("drain_us_per_mb", "catch-up broker CPU µs / MB", "{:,.0f}"),
+]
 HIGHER_IS_BETTER = {"produce_mb_s", "produce_rec_s", "consume_mb_s", "consume_live_mb_s"}
 
 
@@ -42,7 +53,7 @@ def medians(run: dict) -> dict[tuple[str, str], dict[str, float]]:
         out.setdefault((r["workload"], r["broker"]), {})
     for (wl, broker) in out:
         rows = [r for r in run["rows"] if r["workload"] == wl and r["broker"] == broker]
-        out[(wl, broker)] = {k: median_of(rows, k) for k, _, _ in METRICS}
+        out[(wl, broker)] = {k: median_of(rows, k) for k, _, _ in METRICS + COST_METRICS}
     return out
 
 
@@ -91,6 +102,32 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _round_table(run: dict, metrics: list, notes: bool = False) -> list[str]:
+    header = ["workload", "round", "broker"] + [t for _, t, _ in metrics] + (["notes"] if notes else [])
+    rows = [[r["workload"], str(r["round"]), r["broker"]] + [fmt(r.get(k), f) for k, _, f in metrics]
+            + (["; ".join(r.get("notes", [])) or ""] if notes else []) for r in run["rows"]]
+    return _table(header, rows)
+
+
+def _median_table(run: dict, metrics: list) -> list[str]:
+    """Medians per workload and metric (a metric no broker has for a workload is left out),
+    and the ratio mpbroker / peer."""
+    med = medians(run)
+    peers = list(run["peers"])
+    header = ["workload", "metric"] + peers + [f"ratio vs {p}" for p in peers if p != REFERENCE]
+    rows = []
+    for w in run["workloads"]:
+        for k, title, f in metrics:
+            vals = [med.get((w["name"], p), {}).get(k) for p in peers]
+            if all(v is None or v != v for v in vals):
+                continue
+            ref = med.get((w["name"], REFERENCE), {}).get(k)
+            ratios = [fmt(ref / v if ref and v and v == v else float("nan"), "{:.2f}")
+                      for p, v in zip(peers, vals) if p != REFERENCE]
+            rows.append([w["name"], title] + [fmt(v, f) for v in vals] + ratios)
+    return _table(header, rows)
+
+
 def markdown(run: dict) -> str:
     m, lim, cfg = run["machine"], run["limits"], run["config"]
     lines = [f"Command: `{run['command']}`", "",
@@ -109,25 +146,16 @@ def markdown(run: dict) -> str:
     lines += ["Workloads (after the OpenMessaging Benchmark):", ""]
     lines += [f"* `{w['name']}`: {w['title']}" for w in run["workloads"]] + [""]
     lines += ["Per round:", ""]
-    header = ["workload", "round", "broker"] + [t for _, t, _ in METRICS] + ["notes"]
-    rows = [[r["workload"], str(r["round"]), r["broker"]] + [fmt(r.get(k), f) for k, _, f in METRICS]
-            + ["; ".join(r.get("notes", [])) or ""] for r in run["rows"]]
-    lines += _table(header, rows) + [""]
+    lines += _round_table(run, METRICS, notes=True) + [""]
     lines += ["Medians over rounds (ratio = mpbroker / peer; for latency and CPU lower is better):", ""]
-    med = medians(run)
-    peers = list(run["peers"])
-    header = ["workload", "metric"] + peers + [f"ratio vs {p}" for p in peers if p != REFERENCE]
-    rows = []
-    for w in run["workloads"]:
-        for k, title, f in METRICS:
-            vals = [med.get((w["name"], p), {}).get(k) for p in peers]
-            if all(v is None or v != v for v in vals):
-                continue
-            ref = med.get((w["name"], REFERENCE), {}).get(k)
-            ratios = [fmt(ref / v if ref and v and v == v else float("nan"), "{:.2f}")
-                      for p, v in zip(peers, vals) if p != REFERENCE]
-            rows.append([w["name"], title] + [fmt(v, f) for v in vals] + ratios)
-    lines += _table(header, rows) + [""]
+    lines += _median_table(run, METRICS) + [""]
+    lines += ["Broker CPU per request and per MB. Requests are counted by the clients (librdkafka's "
+              "statistics), the same way for every broker. Live: the measured window, Produce and Fetch "
+              "requests together (both run at once), MB produced + consumed; catch-up: the backlog read, "
+              "Fetch alone, MB read. Per round:", ""]
+    lines += _round_table(run, COST_METRICS) + [""]
+    lines += ["Medians over rounds (ratio = mpbroker / peer; for µs lower is better):", ""]
+    lines += _median_table(run, COST_METRICS) + [""]
     lines += ["Goals:", ""]
     lines += _table(["goal", "figure", "met"],
                     [[g["goal"], g["figure"], {True: "yes", False: "**no**", None: "-"}[g["met"]]]
