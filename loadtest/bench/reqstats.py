@@ -60,6 +60,7 @@ class ReqStats:
     def __init__(self, interval_ms: int):
         self.interval_ms = int(interval_ms)
         self.snaps: list[Snapshot] = []
+        self.settled = False        # settle() saw the snapshot it waited for
         self._offset_ns = time.time_ns() - time.monotonic_ns()
 
     def config(self) -> dict:
@@ -86,9 +87,19 @@ class ReqStats:
         while max((t for t, _ in self.snaps), default=-1) < after_ns:
             left = deadline - time.monotonic()
             if left <= 0:
+                self.settled = False
                 return False
             poll(min(0.05, left))
+        self.settled = True
         return True
+
+    def final(self) -> dict[str, int]:
+        """The counts of the latest snapshot once settle() succeeded (the requests sent up to
+        the end of the client's work, for a client that then sends no more of them); {}
+        otherwise."""
+        if not self.settled or not self.snaps:
+            return {}
+        return dict(max(self.snaps, key=lambda s: s[0])[1])
 
     def count_in(self, w0: int, w1: int) -> dict[str, float | None]:
         return {t: count_in(self.snaps, w0, w1, t) for t in TYPES}

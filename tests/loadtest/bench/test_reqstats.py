@@ -122,3 +122,14 @@ def test_interval_gives_about_ten_snapshots_per_window_within_bounds():
     assert reqstats.interval_ms(8.0) == 800
     assert reqstats.interval_ms(0.5) == 100
     assert reqstats.interval_ms(60.0) == 1000
+
+
+def test_final_counts_only_after_a_successful_settle():
+    rs = ReqStats(100)
+    rs.assume_zero_at(1 * NS)
+    assert rs.final() == {}
+    rs.snaps += snaps((3.0, 40, 0), (2.0, 30, 0))
+    assert rs.settle(lambda _t: None, 3 * NS) is True
+    assert rs.final() == {"Produce": 40, "Fetch": 0}
+    assert rs.settle(lambda _t: None, 4 * NS, timeout_s=0.0) is False
+    assert rs.final() == {}
