@@ -102,11 +102,23 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def _round_table(run: dict, metrics: list, notes: bool = False) -> list[str]:
-    header = ["workload", "round", "broker"] + [t for _, t, _ in metrics] + (["notes"] if notes else [])
-    rows = [[r["workload"], str(r["round"]), r["broker"]] + [fmt(r.get(k), f) for k, _, f in metrics]
-            + (["; ".join(r.get("notes", [])) or ""] if notes else []) for r in run["rows"]]
+def _round_table(run: dict) -> list[str]:
+    header = ["workload", "round", "broker"] + [t for _, t, _ in METRICS] + ["notes"]
+    rows = [[r["workload"], str(r["round"]), r["broker"]] + [fmt(r.get(k), f) for k, _, f in METRICS]
+            + ["; ".join(r.get("notes", [])) or ""] for r in run["rows"]]
     return _table(header, rows)
+
+
+def _cost_round_table(run: dict) -> list[str]:
+    """COST_METRICS per round, grouped by workload and broker (so that each one's spread over
+    rounds reads at a glance)."""
+    wls, peers = [w["name"] for w in run["workloads"]], list(run["peers"])
+    order = sorted(run["rows"], key=lambda r: (wls.index(r["workload"]) if r["workload"] in wls else len(wls),
+                                               peers.index(r["broker"]) if r["broker"] in peers else len(peers),
+                                               r["round"]))
+    return _table(["workload", "broker", "round"] + [t for _, t, _ in COST_METRICS],
+                  [[r["workload"], r["broker"], str(r["round"])] + [fmt(r.get(k), f) for k, _, f in COST_METRICS]
+                   for r in order])
 
 
 def _median_table(run: dict, metrics: list) -> list[str]:
@@ -146,14 +158,14 @@ def markdown(run: dict) -> str:
     lines += ["Workloads (after the OpenMessaging Benchmark):", ""]
     lines += [f"* `{w['name']}`: {w['title']}" for w in run["workloads"]] + [""]
     lines += ["Per round:", ""]
-    lines += _round_table(run, METRICS, notes=True) + [""]
+    lines += _round_table(run) + [""]
     lines += ["Medians over rounds (ratio = mpbroker / peer; for latency and CPU lower is better):", ""]
     lines += _median_table(run, METRICS) + [""]
     lines += ["Broker CPU per request and per MB. Requests are counted by the clients (librdkafka's "
               "statistics), the same way for every broker. Live: the measured window, Produce and Fetch "
               "requests together (both run at once), MB produced + consumed; catch-up: the backlog read, "
-              "Fetch alone, MB read. Per round:", ""]
-    lines += _round_table(run, COST_METRICS) + [""]
+              "Fetch alone, MB read. Per broker and round:", ""]
+    lines += _cost_round_table(run) + [""]
     lines += ["Medians over rounds (ratio = mpbroker / peer; for µs lower is better):", ""]
     lines += _median_table(run, COST_METRICS) + [""]
     lines += ["Goals:", ""]
