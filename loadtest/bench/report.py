@@ -187,7 +187,8 @@ def markdown(run: dict) -> str:
 
 
 def write_plots(run: dict, out_dir) -> list[str]:
-    """throughput.png (bars), latency_cdf.png, scaling.png (when there is a scaling run).
+    """throughput.png (bars), cost.png (broker CPU per request and per MB, bars),
+    latency_cdf.png, scaling.png (when there is a scaling run).
     Needs matplotlib; returns the files written."""
     import matplotlib
     matplotlib.use("Agg")
@@ -199,17 +200,10 @@ def write_plots(run: dict, out_dir) -> list[str]:
               for k, t in (("produce_mb_s", "produce"), ("consume_mb_s", "consume"))]
     if groups:
         fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups)), 4))
-        width = 0.8 / max(1, len(peers))
-        for i, p in enumerate(peers):
-            vals = [med.get((wl, p), {}).get(k, float("nan")) for wl, k, _ in groups]
-            bars = ax.bar([g + i * width for g in range(len(groups))], [0 if v != v else v for v in vals], width,
-                          label=p)
-            ax.bar_label(bars, fmt="%.0f", fontsize=7)
+        _grouped_bars(ax, med, peers, groups)
         loop = run["limits"].get("loopback_tcp_mb_s")
         if loop:
             ax.axhline(loop, color="grey", linestyle="--", linewidth=1, label=f"loopback TCP {loop:,.0f} MB/s")
-        ax.set_xticks([g + width * (len(peers) - 1) / 2 for g in range(len(groups))])
-        ax.set_xticklabels([f"{wl}\n{t}" for wl, _, t in groups], fontsize=8)
         ax.set_ylabel("MB/s (median over rounds)")
         ax.set_title("Throughput")
         ax.legend(fontsize=8)
@@ -217,6 +211,7 @@ def write_plots(run: dict, out_dir) -> list[str]:
         fig.savefig(out_dir / "throughput.png", dpi=110)
         plt.close(fig)
         written.append("throughput.png")
+    written += _cost_plot(run, med, peers, out_dir, plt)
     lat_wls = [w["name"] for w in run["workloads"] if w["fixed_rate"]] or [w["name"] for w in run["workloads"]]
     fig, ax = plt.subplots(figsize=(7, 4))
     for wl in lat_wls:
@@ -250,3 +245,47 @@ def write_plots(run: dict, out_dir) -> list[str]:
         plt.close(fig)
         written.append("scaling.png")
     return written
+
+
+def _grouped_bars(ax, med: dict, peers: list[str], groups: list[tuple[str, str, str]]) -> None:
+    """One bar per peer for each (workload, metric key, label) group, labelled with its value."""
+    width = 0.8 / max(1, len(peers))
+    for i, p in enumerate(peers):
+        vals = [med.get((wl, p), {}).get(k, float("nan")) for wl, k, _ in groups]
+        bars = ax.bar([g + i * width for g in range(len(groups))], [0 if v != v else v for v in vals], width,
+                      label=p)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+    ax.set_xticks([g + width * (len(peers) - 1) / 2 for g in range(len(groups))])
+    ax.set_xticklabels([f"{wl}\n{t}" for wl, _, t in groups], fontsize=8)
+
+
+def cost_groups(run: dict, med: dict) -> tuple[list, list]:
+    """(per-request groups, per-MB groups) of cost.png: the live phase of every workload and
+    the catch-up read of max-rate ones, leaving out those without a figure for any broker."""
+    def some(wl, k):
+        return any(v == v for (w, _), m in med.items() if w == wl for v in [m.get(k, float("nan"))])
+
+    per_req, per_mb = [], []
+    for w in run["workloads"]:
+        per_req += [(w["name"], k, t) for k, t in (("broker_us_per_req", "live (Produce+Fetch)"),
+                                                   ("drain_us_per_fetch", "catch-up (Fetch)")) if some(w["name"], k)]
+        per_mb += [(w["name"], k, t) for k, t in (("broker_us_per_mb", "live (in+out)"),
+                                                  ("drain_us_per_mb", "catch-up (out)")) if some(w["name"], k)]
+    return per_req, per_mb
+
+
+def _cost_plot(run: dict, med: dict, peers: list[str], out_dir, plt) -> list[str]:
+    per_req, per_mb = cost_groups(run, med)
+    if not per_req and not per_mb:
+        return []
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.6 * (len(per_req) + len(per_mb))), 4))
+    for ax, groups, what in ((axes[0], per_req, "request"), (axes[1], per_mb, "MB")):
+        if groups:
+            _grouped_bars(ax, med, peers, groups)
+        ax.set_ylabel(f"broker CPU µs per {what} (median over rounds)")
+        ax.set_title(f"Broker CPU per {what} (lower is better)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "cost.png", dpi=110)
+    plt.close(fig)
+    return ["cost.png"]

@@ -75,5 +75,5 @@ def test_tiny_bench(tmp_path):
     assert "Broker CPU per request and per MB" in md
     assert md.count("| 1k-max | 1 |") == len(started)
     if has_plots:
-        for png in ("throughput.png", "latency_cdf.png", "scaling.png"):
+        for png in ("throughput.png", "cost.png", "latency_cdf.png", "scaling.png"):
             assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png

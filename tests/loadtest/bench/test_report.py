@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from loadtest.bench import cli, report, runner
 
 W_MAX = {"name": "1k-max", "fixed_rate": False, "title": "max"}
@@ -159,3 +161,20 @@ def test_drain_cpu_is_interpolated_at_the_last_record():
     samples = [(1_000, 5.0), (2_000, 5.5), (3_000, 6.5)]
     assert runner._cpu_until(samples, 2_500) == 1.0
     assert runner._cpu_until(samples, 4_000) is None
+
+
+def test_cost_plot_groups_leave_out_figures_no_broker_has():
+    run = run_of(cost_rounds())
+    per_req, per_mb = report.cost_groups(run, report.medians(run))
+    assert [(w, k) for w, k, _ in per_req] == [("1k-max", "broker_us_per_req"), ("1k-max", "drain_us_per_fetch"),
+                                               ("1k-latency", "broker_us_per_req")]
+    assert [(w, k) for w, k, _ in per_mb] == [("1k-max", "broker_us_per_mb"), ("1k-max", "drain_us_per_mb"),
+                                              ("1k-latency", "broker_us_per_mb")]
+
+
+def test_write_plots_draws_the_cost_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = run_of(cost_rounds())
+    written = report.write_plots(run, tmp_path)
+    assert "cost.png" in written and "throughput.png" in written
+    assert (tmp_path / "cost.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
