@@ -157,12 +157,6 @@ def test_a_round_line_prints_the_cost_figures(capsys):
     assert "broker - µs/req 3,000 µs/MB" in line and "catch-up" not in line
 
 
-def test_drain_cpu_is_interpolated_at_the_last_record():
-    samples = [(1_000, 5.0), (2_000, 5.5), (3_000, 6.5)]
-    assert runner._cpu_until(samples, 2_500) == 1.0
-    assert runner._cpu_until(samples, 4_000) is None
-
-
 def test_cost_plot_groups_leave_out_figures_no_broker_has():
     run = run_of(cost_rounds())
     per_req, per_mb = report.cost_groups(run, report.medians(run))
@@ -178,3 +172,4 @@ def test_write_plots_draws_the_cost_figure(tmp_path):
     written = report.write_plots(run, tmp_path)
     assert "cost.png" in written and "throughput.png" in written
     assert (tmp_path / "cost.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
