@@ -164,11 +164,16 @@ def workloads_of(args) -> list[Workload]:
 def print_row(r: dict) -> None:
     f = report.fmt
     catch_up = f", catch-up {f(r['consume_mb_s'])}" if "consume_mb_s" in r else ""
+    cost_catch_up = (f"; catch-up {f(r.get('drain_fetch_req_s'), '{:,.0f}')} Fetch/s, "
+                     f"{f(r.get('drain_us_per_fetch'), '{:,.1f}')} µs/Fetch {f(r.get('drain_us_per_mb'), '{:,.0f}')} "
+                     f"µs/MB") if "consume_mb_s" in r else ""
     print(f"{r['workload']:>11} r{r['round']} {r['broker']:>10}: produce {f(r['produce_mb_s'])} MB/s "
           f"({f(r['produce_rec_s'], '{:,.0f}')} rec/s), consume live {f(r['consume_live_mb_s'])}{catch_up} MB/s, "
           f"e2e p50 {f(r['p50_ms'], '{:.2f}')} p99 {f(r['p99_ms'], '{:.2f}')} p99.9 {f(r['p999_ms'], '{:.2f}')} ms, "
-          f"broker {r['broker_cores']:.2f} cores, machine {r['machine_busy']:.0%} busy"
-          + (f"  [{'; '.join(r['notes'])}]" if r["notes"] else ""), flush=True)
+          f"broker {r['broker_cores']:.2f} cores, machine {r['machine_busy']:.0%} busy; "
+          f"{f(r.get('produce_req_s'), '{:,.0f}')} Produce/s {f(r.get('fetch_req_s'), '{:,.0f}')} Fetch/s, "
+          f"broker {f(r.get('broker_us_per_req'), '{:,.1f}')} µs/req {f(r.get('broker_us_per_mb'), '{:,.0f}')} µs/MB"
+          + cost_catch_up + (f"  [{'; '.join(r['notes'])}]" if r["notes"] else ""), flush=True)
 
 
 def measure_round(peers: dict, wl: Workload, setup: Setup, rnd: int, rate: float | None, rows: list) -> None:

@@ -20,6 +20,14 @@ Record layout: the first 8 bytes of every value are the producer's `time.time_ns
 produce(), big-endian; the rest is padding up to the record size. A consumer's end-to-end
 latency for a record is its receive time minus that stamp (one machine, one clock).
 
+Request counts: every client counts the Produce and Fetch requests it sent from
+librdkafka's statistics (reqstats.py): producers and live consumers those in the
+measured window (the rate between the snapshots nearest the window's edges inside it,
+scaled to the window), a drainer those from t0 (it assigns its partitions then: none
+before) to its last record (interpolated between the snapshots on either side; it waits
+for the snapshot after its last record before it closes). They return them as "reqs":
+{"Produce": n, "Fetch": m} (floats; None where not measurable).
+
 Every loop stops by itself: a producer after w1 or `max_records` (then flushes), a consumer
 once every producer has flushed and it has read up to the high watermarks it then reads,
 after `idle_s` without records past w1, or at its deadline. Each process returns one dict on the queue (figures,
@@ -34,8 +42,11 @@ import traceback
 from array import array
 from typing import Any, NamedTuple
 
+from loadtest.bench import reqstats
+
 NS = 1_000_000_000
 READY_TIMEOUT_S = 60.0
+DRAIN_STATS_MS = 200    # a drainer's statistics interval: it waits up to one for its last snapshot
 
 PRODUCER_DEFAULTS = {  # OpenMessaging Benchmark's Kafka driver (kafka-throughput.yaml)
     "acks": "all",
@@ -104,8 +115,9 @@ def _producer(spec, shared: Shared) -> dict:
         if window[0] <= now < window[1]:
             w_acked["msgs"] += 1
 
+    reqs = reqstats.ReqStats(reqstats.interval_ms(spec["duration_s"]))
     conf = {"bootstrap.servers": spec["bootstrap"], "on_delivery": on_delivery, **PRODUCER_DEFAULTS,
-            **spec.get("producer_config", {})}
+            **spec.get("producer_config", {}), **reqs.config()}
     p = Producer(conf)
     topic, size = spec["topic"], spec["record_size"]
     pad = b"\x00" * max(0, size - 8)
@@ -143,7 +155,8 @@ def _producer(spec, shared: Shared) -> dict:
         shared.producers_done.value += 1
     return {"role": "producer", "sent": sent, "acked_in_window": w_acked["msgs"], "errors": w_acked["errors"],
             "first_error": w_acked["first_error"], "undelivered": left, "hit_max_records": sent >= max_records,
-            "cpu_s": cpu1[0] - cpu0[0], "main_thread_cpu_s": cpu1[1] - cpu0[1], "wall_s": wall}
+            "cpu_s": cpu1[0] - cpu0[0], "main_thread_cpu_s": cpu1[1] - cpu0[1], "wall_s": wall,
+            "reqs": reqs.count_in(window[0], window[1]), "req_snapshots": len(reqs.snaps)}
 
 
 # ---------------------------------------------------------------- consumers
@@ -155,8 +168,9 @@ def _consumer(spec, shared: Shared) -> dict:
 
     # enable.partition.eof: the readiness check's signal (`_await_first_fetch`); later such
     # an event (the tail reached, right after records) is neither a record nor an error
+    reqs = reqstats.ReqStats(reqstats.interval_ms(spec["duration_s"]))
     c = Consumer({"bootstrap.servers": spec["bootstrap"], "group.id": spec["group"], **CONSUMER_DEFAULTS,
-                  **spec.get("consumer_config", {}), "enable.partition.eof": True})
+                  **spec.get("consumer_config", {}), "enable.partition.eof": True, **reqs.config()})
     topic, parts = spec["topic"], spec["partitions"]
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
@@ -212,7 +226,7 @@ def _consumer(spec, shared: Shared) -> dict:
     return {"role": "consumer", "received": got, "received_bytes": got_bytes, "window_msgs": w_msgs,
             "window_bytes": w_bytes, "errors": errors, "latency_hist": Histogram().add_ns(lat).to_json(),
             "latency_samples": len(lat), "cpu_s": cpu1[0] - cpu0[0], "main_thread_cpu_s": cpu1[1] - cpu0[1],
-            "wall_s": (time.time_ns() - t0) / NS}
+            "wall_s": (time.time_ns() - t0) / NS, "reqs": reqs.count_in(w0, w1), "req_snapshots": len(reqs.snaps)}
 
 
 def _await_first_fetch(c, topic: str, parts: list[int], timeout_s: float) -> None:
@@ -265,8 +279,9 @@ def _drainer(spec, shared: Shared) -> dict:
     """Catch-up read of a backlog: from the start of its partitions up to their high watermarks."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+    reqs = reqstats.ReqStats(DRAIN_STATS_MS)
     c = Consumer({"bootstrap.servers": spec["bootstrap"], "group.id": spec["group"], **CONSUMER_DEFAULTS,
-                  **spec.get("consumer_config", {})})
+                  **spec.get("consumer_config", {}), **reqs.config()})
     topic = spec["topic"]
     remaining = {}
     for p in spec["partitions"]:
@@ -275,6 +290,7 @@ def _drainer(spec, shared: Shared) -> dict:
             remaining[p] = hi
     expected = sum(remaining.values())  # offsets to reach, per partition
     t0 = _wait_start(shared, "drainer")
+    reqs.assume_zero_at(t0)  # nothing assigned before: no Fetch yet
     deadline = t0 + int(spec["drain_timeout_s"] * NS)
     cpu0 = _cpu()
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in remaining])
@@ -293,11 +309,13 @@ def _drainer(spec, shared: Shared) -> dict:
                     del remaining[p]
             t_last = time.time_ns()
         cpu1 = _cpu()
+        reqs.settle(c.poll, t_last)
     finally:
         c.close()
     return {"role": "drainer", "received": got, "received_bytes": got_bytes, "errors": errors,
             "complete": not remaining, "expected_offsets": expected, "t_end_ns": t_last,
-            "cpu_s": cpu1[0] - cpu0[0], "main_thread_cpu_s": cpu1[1] - cpu0[1], "wall_s": (t_last - t0) / NS}
+            "cpu_s": cpu1[0] - cpu0[0], "main_thread_cpu_s": cpu1[1] - cpu0[1], "wall_s": (t_last - t0) / NS,
+            "reqs": reqs.value_at(t_last), "req_snapshots": len(reqs.snaps)}
 
 
 # Process targets (module-level so that "spawn" can pickle them by name).

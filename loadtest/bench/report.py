@@ -4,6 +4,8 @@ Input is the run's dict (cli.py builds it, results.json is it):
   {"machine": {...}, "limits": {...}, "peers": {name: description}, "rows": [row, ...],
    "scaling": [row, ...], "config": {...}, "command": "..."}
 where a row is runner.measure()'s dict plus "round". Pure functions except `write_plots`.
+METRICS are the main tables' columns; COST_METRICS those of the broker CPU cost tables
+(per request and per MB, from the clients' request counts: runner.py, reqstats.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ METRICS = [  # (key, column title, format)
     ("client_cores", "client CPU cores", "{:.2f}"),
     ("other_cores", "other CPU cores", "{:.2f}"),
 ]
+COST_METRICS = [  # live phase: Produce and Fetch at once; catch-up: Fetch alone
+    ("produce_req_s", "Produce req/s", "{:,.0f}"),
+    ("fetch_req_s", "Fetch req/s", "{:,.0f}"),
+    ("broker_us_per_req", "broker CPU µs / request", "{:,.1f}"),
+    ("broker_us_per_mb", "broker CPU µs / MB", "{:,.0f}"),
+    ("drain_fetch_req_s", "catch-up Fetch req/s", "{:,.0f}"),
+    ("drain_us_per_fetch", "catch-up broker CPU µs / Fetch", "{:,.1f}"),
+    ("drain_us_per_mb", "catch-up broker CPU µs / MB", "{:,.0f}"),
+]
 HIGHER_IS_BETTER = {"produce_mb_s", "produce_rec_s", "consume_mb_s", "consume_live_mb_s"}
 
 
@@ -42,7 +53,7 @@ def medians(run: dict) -> dict[tuple[str, str], dict[str, float]]:
         out.setdefault((r["workload"], r["broker"]), {})
     for (wl, broker) in out:
         rows = [r for r in run["rows"] if r["workload"] == wl and r["broker"] == broker]
-        out[(wl, broker)] = {k: median_of(rows, k) for k, _, _ in METRICS}
+        out[(wl, broker)] = {k: median_of(rows, k) for k, _, _ in METRICS + COST_METRICS}
     return out
 
 
@@ -91,6 +102,44 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _round_table(run: dict) -> list[str]:
+    header = ["workload", "round", "broker"] + [t for _, t, _ in METRICS] + ["notes"]
+    rows = [[r["workload"], str(r["round"]), r["broker"]] + [fmt(r.get(k), f) for k, _, f in METRICS]
+            + ["; ".join(r.get("notes", [])) or ""] for r in run["rows"]]
+    return _table(header, rows)
+
+
+def _cost_round_table(run: dict) -> list[str]:
+    """COST_METRICS per round, grouped by workload and broker (so that each one's spread over
+    rounds reads at a glance)."""
+    wls, peers = [w["name"] for w in run["workloads"]], list(run["peers"])
+    order = sorted(run["rows"], key=lambda r: (wls.index(r["workload"]) if r["workload"] in wls else len(wls),
+                                               peers.index(r["broker"]) if r["broker"] in peers else len(peers),
+                                               r["round"]))
+    return _table(["workload", "broker", "round"] + [t for _, t, _ in COST_METRICS],
+                  [[r["workload"], r["broker"], str(r["round"])] + [fmt(r.get(k), f) for k, _, f in COST_METRICS]
+                   for r in order])
+
+
+def _median_table(run: dict, metrics: list) -> list[str]:
+    """Medians per workload and metric (a metric no broker has for a workload is left out),
+    and the ratio mpbroker / peer."""
+    med = medians(run)
+    peers = list(run["peers"])
+    header = ["workload", "metric"] + peers + [f"ratio vs {p}" for p in peers if p != REFERENCE]
+    rows = []
+    for w in run["workloads"]:
+        for k, title, f in metrics:
+            vals = [med.get((w["name"], p), {}).get(k) for p in peers]
+            if all(v is None or v != v for v in vals):
+                continue
+            ref = med.get((w["name"], REFERENCE), {}).get(k)
+            ratios = [fmt(ref / v if ref and v and v == v else float("nan"), "{:.2f}")
+                      for p, v in zip(peers, vals) if p != REFERENCE]
+            rows.append([w["name"], title] + [fmt(v, f) for v in vals] + ratios)
+    return _table(header, rows)
+
+
 def markdown(run: dict) -> str:
     m, lim, cfg = run["machine"], run["limits"], run["config"]
     lines = [f"Command: `{run['command']}`", "",
@@ -109,25 +158,16 @@ def markdown(run: dict) -> str:
     lines += ["Workloads (after the OpenMessaging Benchmark):", ""]
     lines += [f"* `{w['name']}`: {w['title']}" for w in run["workloads"]] + [""]
     lines += ["Per round:", ""]
-    header = ["workload", "round", "broker"] + [t for _, t, _ in METRICS] + ["notes"]
-    rows = [[r["workload"], str(r["round"]), r["broker"]] + [fmt(r.get(k), f) for k, _, f in METRICS]
-            + ["; ".join(r.get("notes", [])) or ""] for r in run["rows"]]
-    lines += _table(header, rows) + [""]
+    lines += _round_table(run) + [""]
     lines += ["Medians over rounds (ratio = mpbroker / peer; for latency and CPU lower is better):", ""]
-    med = medians(run)
-    peers = list(run["peers"])
-    header = ["workload", "metric"] + peers + [f"ratio vs {p}" for p in peers if p != REFERENCE]
-    rows = []
-    for w in run["workloads"]:
-        for k, title, f in METRICS:
-            vals = [med.get((w["name"], p), {}).get(k) for p in peers]
-            if all(v is None or v != v for v in vals):
-                continue
-            ref = med.get((w["name"], REFERENCE), {}).get(k)
-            ratios = [fmt(ref / v if ref and v and v == v else float("nan"), "{:.2f}")
-                      for p, v in zip(peers, vals) if p != REFERENCE]
-            rows.append([w["name"], title] + [fmt(v, f) for v in vals] + ratios)
-    lines += _table(header, rows) + [""]
+    lines += _median_table(run, METRICS) + [""]
+    lines += ["Broker CPU per request and per MB. Requests are counted by the clients (librdkafka's "
+              "statistics), the same way for every broker. Live: the measured window, Produce and Fetch "
+              "requests together (both run at once), MB produced + consumed; catch-up: the backlog read, "
+              "Fetch alone, MB read. Per broker and round:", ""]
+    lines += _cost_round_table(run) + [""]
+    lines += ["Medians over rounds (ratio = mpbroker / peer; for µs lower is better):", ""]
+    lines += _median_table(run, COST_METRICS) + [""]
     lines += ["Goals:", ""]
     lines += _table(["goal", "figure", "met"],
                     [[g["goal"], g["figure"], {True: "yes", False: "**no**", None: "-"}[g["met"]]]
@@ -147,7 +187,8 @@ def markdown(run: dict) -> str:
 
 
 def write_plots(run: dict, out_dir) -> list[str]:
-    """throughput.png (bars), latency_cdf.png, scaling.png (when there is a scaling run).
+    """throughput.png (bars), cost.png (broker CPU per request and per MB, bars),
+    latency_cdf.png, scaling.png (when there is a scaling run).
     Needs matplotlib; returns the files written."""
     import matplotlib
     matplotlib.use("Agg")
@@ -159,17 +200,10 @@ def write_plots(run: dict, out_dir) -> list[str]:
               for k, t in (("produce_mb_s", "produce"), ("consume_mb_s", "consume"))]
     if groups:
         fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups)), 4))
-        width = 0.8 / max(1, len(peers))
-        for i, p in enumerate(peers):
-            vals = [med.get((wl, p), {}).get(k, float("nan")) for wl, k, _ in groups]
-            bars = ax.bar([g + i * width for g in range(len(groups))], [0 if v != v else v for v in vals], width,
-                          label=p)
-            ax.bar_label(bars, fmt="%.0f", fontsize=7)
+        _grouped_bars(ax, med, peers, groups)
         loop = run["limits"].get("loopback_tcp_mb_s")
         if loop:
             ax.axhline(loop, color="grey", linestyle="--", linewidth=1, label=f"loopback TCP {loop:,.0f} MB/s")
-        ax.set_xticks([g + width * (len(peers) - 1) / 2 for g in range(len(groups))])
-        ax.set_xticklabels([f"{wl}\n{t}" for wl, _, t in groups], fontsize=8)
         ax.set_ylabel("MB/s (median over rounds)")
         ax.set_title("Throughput")
         ax.legend(fontsize=8)
@@ -177,6 +211,7 @@ def write_plots(run: dict, out_dir) -> list[str]:
         fig.savefig(out_dir / "throughput.png", dpi=110)
         plt.close(fig)
         written.append("throughput.png")
+    written += _cost_plot(run, med, peers, out_dir, plt)
     lat_wls = [w["name"] for w in run["workloads"] if w["fixed_rate"]] or [w["name"] for w in run["workloads"]]
     fig, ax = plt.subplots(figsize=(7, 4))
     for wl in lat_wls:
@@ -210,3 +245,47 @@ def write_plots(run: dict, out_dir) -> list[str]:
         plt.close(fig)
         written.append("scaling.png")
     return written
+
+
+def _grouped_bars(ax, med: dict, peers: list[str], groups: list[tuple[str, str, str]]) -> None:
+    """One bar per peer for each (workload, metric key, label) group, labelled with its value."""
+    width = 0.8 / max(1, len(peers))
+    for i, p in enumerate(peers):
+        vals = [med.get((wl, p), {}).get(k, float("nan")) for wl, k, _ in groups]
+        bars = ax.bar([g + i * width for g in range(len(groups))], [0 if v != v else v for v in vals], width,
+                      label=p)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+    ax.set_xticks([g + width * (len(peers) - 1) / 2 for g in range(len(groups))])
+    ax.set_xticklabels([f"{wl}\n{t}" for wl, _, t in groups], fontsize=8)
+
+
+def cost_groups(run: dict, med: dict) -> tuple[list, list]:
+    """(per-request groups, per-MB groups) of cost.png: the live phase of every workload and
+    the catch-up read of max-rate ones, leaving out those without a figure for any broker."""
+    def some(wl, k):
+        return any(v == v for (w, _), m in med.items() if w == wl for v in [m.get(k, float("nan"))])
+
+    per_req, per_mb = [], []
+    for w in run["workloads"]:
+        per_req += [(w["name"], k, t) for k, t in (("broker_us_per_req", "live (Produce+Fetch)"),
+                                                   ("drain_us_per_fetch", "catch-up (Fetch)")) if some(w["name"], k)]
+        per_mb += [(w["name"], k, t) for k, t in (("broker_us_per_mb", "live (in+out)"),
+                                                  ("drain_us_per_mb", "catch-up (out)")) if some(w["name"], k)]
+    return per_req, per_mb
+
+
+def _cost_plot(run: dict, med: dict, peers: list[str], out_dir, plt) -> list[str]:
+    per_req, per_mb = cost_groups(run, med)
+    if not per_req and not per_mb:
+        return []
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.6 * (len(per_req) + len(per_mb))), 4))
+    for ax, groups, what in ((axes[0], per_req, "request"), (axes[1], per_mb, "MB")):
+        if groups:
+            _grouped_bars(ax, med, peers, groups)
+        ax.set_ylabel(f"broker CPU µs per {what} (median over rounds)")
+        ax.set_title(f"Broker CPU per {what} (lower is better)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "cost.png", dpi=110)
+    plt.close(fig)
+    return ["cost.png"]

@@ -11,7 +11,17 @@ A measurement is two phases on a fresh topic, deleted afterwards:
 
 While a phase runs the parent samples CPU time: the broker's process tree (cores used),
 the clients' (from the processes themselves) and the whole machine's busy fraction, so
-the report can say when the clients, not the broker, were the limit.
+the report can say when the clients, not the broker, were the limit. The live phase's
+broker CPU is over the measured window; the drain's over [t0, last record] (the parent
+samples the broker's CPU every CPU_SAMPLE_S through the phase and interpolates at the
+last record's time; the machine's busy fraction is over the whole phase).
+
+Broker CPU per request and per MB: the clients count the Produce and Fetch requests they
+sent (librdkafka's statistics, reqstats.py: the same for every broker). Live phase, where
+both run at once: Produce req/s, Fetch req/s, broker CPU µs per request (Produce + Fetch)
+and per MB moved (acked produced + consumed in the window). Drain: Fetch req/s, broker
+CPU µs per Fetch request and per MB read. None where the broker's process is not known
+(a broker somebody else runs) or a client could not count.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from loadtest.bench import clients
+from loadtest.bench import clients, reqstats
 from loadtest.bench.hist import Histogram
 from loadtest.peers import create_topic, delete_topic
 
@@ -31,6 +41,7 @@ NS = 1_000_000_000
 START_LEAD_S = 0.3             # all processes are ready; they start together this much later
 CLIENT_SATURATED = 0.90        # a client process (or its Python thread) used this much of one core: client-bound
 MACHINE_SATURATED = 0.90       # all CPUs of the machine busy this fraction: CPU-bound machine
+CPU_SAMPLE_S = 0.05            # the broker's CPU sampling period through a phase without a window
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,12 @@ def tree_cpu_s(pid: int | None, children_only: bool = False) -> float:
         procs = ([] if children_only else [root]) + root.children(recursive=True)
     except psutil.Error:
         return 0.0
+    return _cpu_sum(procs)
+
+
+def _cpu_sum(procs: list) -> float:
+    import psutil
+
     total = 0.0
     for p in procs:
         try:
@@ -77,6 +94,25 @@ def tree_cpu_s(pid: int | None, children_only: bool = False) -> float:
         except psutil.Error:
             pass
     return total
+
+
+class TreeCpu:
+    """tree_cpu_s of the process tree as it is when made, cheap to read again and again
+    (~0.1 ms: no scan of /proc for the children, which takes ~2.5 ms)."""
+
+    def __init__(self, pid: int | None):
+        import psutil
+
+        self.procs = []
+        if pid is not None:
+            try:
+                root = psutil.Process(pid)
+                self.procs = [root] + root.children(recursive=True)
+            except psutil.Error:
+                pass
+
+    def seconds(self) -> float:
+        return _cpu_sum(self.procs)
 
 
 def tree_size(pid: int | None) -> int:
@@ -95,6 +131,7 @@ class CpuSample:
         import psutil
 
         self.t = time.monotonic()
+        self.wall_ns = time.time_ns()
         self.broker = tree_cpu_s(broker_pid)
         self.machine = psutil.cpu_times()
 
@@ -115,7 +152,8 @@ def run_phase(targets: list[tuple], broker_pid: int | None, window: tuple[float,
               timeout_s: float) -> tuple[list[dict], dict, float]:
     """Start every (target, spec) in its own process, start them together, collect their
     results. -> (results, cpu figures over `window` (offsets from t0, or the whole phase),
-    t0 in ns)."""
+    t0 in ns). Without a window the cpu figures also hold "broker_cpu_samples": [(wall
+    ns, broker CPU s)] from t0 to the last result, one per CPU_SAMPLE_S."""
     ctx = mp.get_context("spawn")
     shared = clients.Shared(ctx.Queue(), ctx.Event(), ctx.Value("d", 0.0), ctx.Value("i", 0))
     result_q = shared.result_q
@@ -137,16 +175,27 @@ def run_phase(targets: list[tuple], broker_pid: int | None, window: tuple[float,
         shared.t0_ns.value = float(t0_ns)
         shared.start_event.set()
         # CPU over [t0 + window[0], t0 + window[1]], or over the whole phase when window is None
+        tree = None if window else TreeCpu(broker_pid)
         _sleep_until(t0_ns + int((window[0] if window else 0.0) * NS))
         first = CpuSample(broker_pid)
+        samples = [] if window else [(first.wall_ns, tree.seconds())]
         if window:
             _sleep_until(t0_ns + int(window[1] * NS))
             cpu = CpuSample(broker_pid).since(first)
         deadline = time.monotonic() + timeout_s
         while len(results) < len(procs):
-            results.append(result_q.get(timeout=max(0.1, deadline - time.monotonic())))
+            left = deadline - time.monotonic()
+            if window:
+                results.append(result_q.get(timeout=max(0.1, left)))
+                continue
+            try:
+                results.append(result_q.get(timeout=max(0.001, min(CPU_SAMPLE_S, left))))
+            except queue.Empty:
+                if left <= 0:
+                    raise
+            samples.append((time.time_ns(), tree.seconds()))
         if not window:
-            cpu = CpuSample(broker_pid).since(first)
+            cpu = {**CpuSample(broker_pid).since(first), "broker_cpu_samples": samples}
         return results, cpu, t0_ns
     except queue.Empty:
         raise TimeoutError(f"client processes did not report within the phase timeout "
@@ -229,6 +278,10 @@ def _live(bootstrap, broker_pid, topic, wl: Workload, setup: Setup, total_rate) 
     acked = sum(r["acked_in_window"] for r in prods)
     d = setup.duration_s
     client_cores = sum(r["cpu_s"] / max(r["wall_s"], 1e-9) for r in prods + cons)
+    produce_reqs = reqstats.total([r["reqs"] for r in prods], "Produce")
+    fetch_reqs = reqstats.total([r["reqs"] for r in cons], "Fetch")
+    broker_cpu_s = cpu["broker_cores"] * d if broker_pid is not None else None
+    moved_mb = (acked * wl.record_size + sum(r["window_bytes"] for r in cons)) / 1e6
     return {
         "target_rate_rec_s": total_rate or None,
         "produce_rec_s": acked / d,
@@ -249,7 +302,15 @@ def _live(bootstrap, broker_pid, topic, wl: Workload, setup: Setup, total_rate) 
         "other_cores": max(0.0, cpu["machine_busy"] * _cpus() - cpu["broker_cores"] - client_cores),
         "producer_core_busy": _saturated(results, "producer"),
         "consumer_core_busy": _saturated(results, "consumer"),
+        "produce_req_s": _per_s(produce_reqs, d), "fetch_req_s": _per_s(fetch_reqs, d),
+        "broker_us_per_req": reqstats.us_per(
+            broker_cpu_s, None if produce_reqs is None or fetch_reqs is None else produce_reqs + fetch_reqs),
+        "broker_us_per_mb": reqstats.us_per(broker_cpu_s, moved_mb),
     }
+
+
+def _per_s(n: float | None, secs: float) -> float | None:
+    return None if n is None else n / secs
 
 
 def _drain(bootstrap, broker_pid, topic, wl: Workload, setup: Setup) -> dict:
@@ -261,14 +322,28 @@ def _drain(bootstrap, broker_pid, topic, wl: Workload, setup: Setup) -> dict:
     ok = [r for r in results if r.get("role") == "drainer" and "error" not in r]
     t_end = max((r["t_end_ns"] for r in ok), default=t0_ns)
     secs = max(1e-9, (t_end - t0_ns) / NS)
+    broker_cpu_s = _cpu_until(cpu["broker_cpu_samples"], t_end)
+    fetch_reqs = reqstats.total([r["reqs"] for r in ok], "Fetch")
+    known = broker_pid is not None and broker_cpu_s is not None
     return {
         "consume_mb_s": sum(r["received_bytes"] for r in ok) / secs / 1e6,
         "drain_records": sum(r["received"] for r in ok), "drain_s": secs,
         "drain_complete": bool(ok) and all(r["complete"] for r in ok) and len(ok) == len(results),
         "drain_errors": sum(r["errors"] for r in ok), "drain_client_errors": _errors(results),
-        "drain_broker_cores": cpu["broker_cores"], "drain_machine_busy": cpu["machine_busy"],
+        "drain_broker_cores": broker_cpu_s / secs if broker_cpu_s is not None else cpu["broker_cores"],
+        "drain_machine_busy": cpu["machine_busy"],
         "drainer_core_busy": _saturated(results, "drainer"),
+        "drain_fetch_req_s": _per_s(fetch_reqs, secs),
+        "drain_us_per_fetch": reqstats.us_per(broker_cpu_s if known else None, fetch_reqs),
+        "drain_us_per_mb": reqstats.us_per(broker_cpu_s if known else None,
+                                           sum(r["received_bytes"] for r in ok) / 1e6),
     }
+
+
+def _cpu_until(samples: list[tuple[int, float]], t_end: int) -> float | None:
+    """Broker CPU seconds from the first sample (t0) to `t_end`, interpolated between samples."""
+    at_end = reqstats.interpolate(samples, t_end)
+    return None if at_end is None else at_end - samples[0][1]
 
 
 def _notes(row: dict) -> list[str]:

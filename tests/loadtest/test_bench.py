@@ -60,14 +60,20 @@ def test_tiny_bench(tmp_path):
             assert r["produce_mb_s"] > 0 and r["consume_live_mb_s"] > 0, r
             assert r["latency_samples"] > 0 and 0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"], r
             assert r["produce_errors"] == 0 and r["consume_errors"] == 0 and not r["client_errors"], r
+            # broker CPU per request and per MB, from the clients' request counts (a live
+            # consumer that lags may send no Fetch in a --tiny round's 1 s window)
+            assert r["produce_req_s"] > 0 and r["fetch_req_s"] >= 0, r
+            assert r["broker_us_per_req"] > 0 and r["broker_us_per_mb"] > 0, r
             if wl == "1k-max":
                 assert r["consume_mb_s"] > 0 and r["drain_complete"], r
+                assert r["drain_fetch_req_s"] > 0 and r["drain_us_per_fetch"] is not None, r
     assert run["fixed_rate_rec_s"] > 0
     assert [s["num_workers"] for s in run["scaling"]] == [2] and run["scaling"][0]["produce_mb_s"] > 0
 
     md = (out / "results.md").read_text()
     assert "| workload | round | broker |" in md and "Goals:" in md and "Per-worker scaling" in md
+    assert "Broker CPU per request and per MB" in md
     assert md.count("| 1k-max | 1 |") == len(started)
     if has_plots:
-        for png in ("throughput.png", "latency_cdf.png", "scaling.png"):
+        for png in ("throughput.png", "cost.png", "latency_cdf.png", "scaling.png"):
             assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from loadtest.bench import cli, report, runner
 
 W_MAX = {"name": "1k-max", "fixed_rate": False, "title": "max"}
@@ -106,3 +108,68 @@ def test_scaling_notes_flag_ignored_worker_counts_and_more_workers_than_cores(mo
     grown = [{"num_workers": 1, "broker_processes": 3}, {"num_workers": 4, "broker_processes": 6}]
     notes = cli.scaling_notes(grown)
     assert len(notes) == 1 and "num.workers 4 exceed the 2 CPUs" in notes[0]
+
+
+def cost_rounds() -> list[dict]:
+    # broker CPU per request and per MB (runner: from the clients' request counts); the
+    # latency workload has no catch-up read, a broker run elsewhere no CPU figures (None)
+    return [row("mpbroker", "1k-max", 1, produce_req_s=300.0, fetch_req_s=100.0, broker_us_per_req=1000.0,
+                broker_us_per_mb=2000.0, drain_fetch_req_s=20.0, drain_us_per_fetch=8000.0, drain_us_per_mb=300.0),
+            row("tansu", "1k-max", 1, produce_req_s=150.0, fetch_req_s=20.0, broker_us_per_req=4000.0,
+                broker_us_per_mb=2500.0, drain_fetch_req_s=60.0, drain_us_per_fetch=9000.0, drain_us_per_mb=1500.0),
+            row("mpbroker", "1k-max", 2, produce_req_s=320.0, fetch_req_s=120.0, broker_us_per_req=1200.0,
+                broker_us_per_mb=2200.0, drain_fetch_req_s=22.0, drain_us_per_fetch=8200.0, drain_us_per_mb=320.0),
+            row("tansu", "1k-max", 2, produce_req_s=140.0, fetch_req_s=22.0, broker_us_per_req=None,
+                broker_us_per_mb=None, drain_fetch_req_s=58.0, drain_us_per_fetch=None, drain_us_per_mb=None),
+            row("mpbroker", "1k-latency", 1, produce_req_s=700.0, fetch_req_s=140.0, broker_us_per_req=600.0,
+                broker_us_per_mb=3000.0)]
+
+
+def test_cost_medians_and_ratios_per_workload_and_broker():
+    med = report.medians(run_of(cost_rounds()))
+    assert med[("1k-max", "mpbroker")]["broker_us_per_req"] == 1100.0
+    assert med[("1k-max", "tansu")]["broker_us_per_req"] == 4000.0  # the round without figures is left out
+    assert med[("1k-max", "tansu")]["drain_fetch_req_s"] == 59.0
+    assert math.isnan(med[("1k-latency", "mpbroker")]["drain_us_per_fetch"])
+    md = report.markdown(run_of(cost_rounds()))
+    assert "Broker CPU per request and per MB." in md
+    assert "| workload | broker | round | Produce req/s | Fetch req/s | broker CPU µs / request |" in md
+    assert "| 1k-max | mpbroker | 1 | 300 | 100 | 1,000.0 | 2,000 | 20 | 8,000.0 | 300 |" in md
+    assert "| 1k-max | tansu | 2 | 140 | 22 | - | - | 58 | - | - |" in md
+    assert "| 1k-latency | mpbroker | 1 | 700 | 140 | 600.0 | 3,000 | - | - | - |" in md
+    # grouped by workload and broker, rounds in order
+    assert md.index("| 1k-max | mpbroker | 2 |") < md.index("| 1k-max | tansu | 1 |")
+    assert md.count("| 1k-max | 1 |") == 2  # the main per-round table only
+    assert "| 1k-max | broker CPU µs / request | 1,100.0 | 4,000.0 | 0.28 |" in md
+    assert "| 1k-max | catch-up broker CPU µs / MB | 310 | 1,500 | 0.21 |" in md
+    assert "| 1k-latency | catch-up" not in md  # no catch-up read in the latency workload: no row
+    assert "| 1k-latency | broker CPU µs / MB | 3,000 | - | - |" in md
+
+
+def test_a_round_line_prints_the_cost_figures(capsys):
+    r = cost_rounds()[0] | {"consume_mb_s": 500.0, "machine_busy": 0.5}
+    cli.print_row(r)
+    line = capsys.readouterr().out
+    assert "300 Produce/s 100 Fetch/s, broker 1,000.0 µs/req 2,000 µs/MB" in line
+    assert "catch-up 20 Fetch/s, 8,000.0 µs/Fetch 300 µs/MB" in line and "broker 0.50 cores" in line
+    cli.print_row(cost_rounds()[4] | {"broker_us_per_req": None})
+    line = capsys.readouterr().out
+    assert "broker - µs/req 3,000 µs/MB" in line and "catch-up" not in line
+
+
+def test_cost_plot_groups_leave_out_figures_no_broker_has():
+    run = run_of(cost_rounds())
+    per_req, per_mb = report.cost_groups(run, report.medians(run))
+    assert [(w, k) for w, k, _ in per_req] == [("1k-max", "broker_us_per_req"), ("1k-max", "drain_us_per_fetch"),
+                                               ("1k-latency", "broker_us_per_req")]
+    assert [(w, k) for w, k, _ in per_mb] == [("1k-max", "broker_us_per_mb"), ("1k-max", "drain_us_per_mb"),
+                                              ("1k-latency", "broker_us_per_mb")]
+
+
+def test_write_plots_draws_the_cost_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = run_of(cost_rounds())
+    written = report.write_plots(run, tmp_path)
+    assert "cost.png" in written and "throughput.png" in written
+    assert (tmp_path / "cost.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
