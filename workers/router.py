@@ -27,7 +27,9 @@ the router decides nothing else about where a request goes:
 Mesh messages (`workers/mesh.py` framing):
 
     front -> owner  {"op": "req", "id", "api_key", "version", "body", "client_id",
-                     "client_host", ["keys"], ["oneway"]}
+                     "client_host", ["who"], ["keys"], ["oneway"]}
+                    "who": the client connection's (principal, listener name,
+                    security protocol), left out when (ANONYMOUS, None, PLAINTEXT)
                     Produce: each partition's "records" is the index of a raw buffer
                     sent after the pickle (`detach_records`/`attach_records`), never
                     pickled; the owner appends from a memoryview of the received frame
@@ -80,6 +82,10 @@ from workers.payloads import detach_records, received_body, sanitize_response
 from workers.scope import PARTITION, Scope
 
 log = logging.getLogger(__name__)
+
+OWNER_CACHE = 1 << 16       # cached placement answers (cleared when full)
+# (principal, listener name, security protocol) of a request forwarded without "who"
+NOBODY = (ANONYMOUS, None, "PLAINTEXT")
 
 
 # ============================================================================ pure split / merge
@@ -312,9 +318,7 @@ class RemoteContext:
         self.connection = None
         self.forwarded_from = peer
         # the front's connection identity (issue #17), for handlers that check it
-        self.principal = msg.get("principal", ANONYMOUS)
-        self.listener_name = msg.get("listener_name")
-        self.security_protocol = msg.get("security_protocol", "PLAINTEXT")
+        self.principal, self.listener_name, self.security_protocol = msg.get("who", NOBODY)
 
 
 class Router:
@@ -337,6 +341,8 @@ class Router:
         # partition) whoever owns it: the request-rate input of placement balancing
         # (mpbroker/controller/balance.py; the controller sums the workers' counts)
         self.partition_requests: collections.Counter = collections.Counter()
+        self._owners_of = None      # the PlacementTable `_owners` caches answers of
+        self._owners: dict[tuple[str, int], int] = {}
         self.routes = {"partition": self._route_partitions, "group": self._route_group,
                        "txn": self._route_txn, "cluster": self._broadcast}
 
@@ -391,11 +397,45 @@ class Router:
         t = md.topics.get(topic) if md is not None else None
         if t is None or partition not in t.partitions:
             return self.me
-        w = self.broker.placement.owner(topic, partition)
-        if w == self.me or w < 0:
-            return self.me
+        return self._placed(topic, partition)
+
+    def _placed(self, topic: str, partition: int) -> int:
+        """`owner` of a partition that exists."""
+        placement = self.broker.placement
+        if placement is not self._owners_of:
+            # the table is immutable (a new revision is a new object): its answers
+            # are cached until it changes, bounded by the partitions that exist
+            self._owners_of, self._owners = placement, {}
+        key = (topic, partition)
+        w = self._owners.get(key)
+        if w is None:
+            if len(self._owners) >= OWNER_CACHE:
+                self._owners.clear()
+            w = self._owners[key] = placement.owner(topic, partition)
+        me = self.me
+        if w == me or w < 0:
+            return me
         link = self.peers.get(w)
-        return w if link is not None and not link.closed else self.me
+        return w if link is not None and not link.closed else me
+
+    def place(self, keys) -> dict:
+        """{(topic, partition): `owner`} of `keys`, counted as `count` does (each
+        occurrence of a partition that exists) in the same pass."""
+        md = self.broker.metadata
+        me = self.me
+        if md is None:
+            return dict.fromkeys(keys, me)
+        topics, count, placed = md.topics, self.partition_requests, self._placed
+        out = {}
+        for key in keys:
+            t = topics.get(key[0])
+            if t is not None and key[1] in t.partitions:
+                count[key] += 1
+                w = out.get(key)
+                out[key] = placed(*key) if w is None else w
+            else:
+                out[key] = me
+        return out
 
     def _coordinator_key(self, topic: str, key: str | None) -> tuple[str, int] | None:
         """(internal topic, partition) of the coordinator of `key`, None when unknown."""
@@ -464,10 +504,11 @@ class Router:
         rid = self._next_id
         body, raw = detach_records(ctx.api_key, body)
         msg = {"op": "req", "id": rid, "api_key": ctx.api_key, "version": ctx.api_version,
-               "body": body, "client_id": ctx.client_id, "client_host": ctx.client_host,
-               "principal": getattr(ctx, "principal", ANONYMOUS),
-               "listener_name": getattr(ctx, "listener_name", None),
-               "security_protocol": getattr(ctx, "security_protocol", "PLAINTEXT")}
+               "body": body, "client_id": ctx.client_id, "client_host": ctx.client_host}
+        who = (getattr(ctx, "principal", ANONYMOUS), getattr(ctx, "listener_name", None),
+               getattr(ctx, "security_protocol", "PLAINTEXT"))
+        if who != NOBODY:
+            msg["who"] = who
         if keys is not None:
             msg["keys"] = keys
         fut = None

@@ -412,3 +412,26 @@ def test_describe_producers_split_by_owner_keeps_request_order():
     merged = merge_partitions(req, spec, [answer(parts[1]), answer(parts[0])])
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
             for t in merged["topics"]] == [("a", [3, 0, 1]), ("b", [2])]
+
+
+def test_place_counts_like_count_and_answers_like_owner():
+    """`place` (Fetch's front): one pass that counts each occurrence of a partition
+    that exists and gives each key its `owner`; placement answers are cached per table."""
+    r, B = _counting_router({"a": 4})
+    calls = []
+
+    def owner(t, p):
+        calls.append((t, p))
+        return p % 2
+    B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(owner)})()
+    r.peers[1] = _Link()
+    keys = [("a", 1), ("a", 2), ("a", 1), ("a", 9), ("nope", 0)]
+    assert r.place(keys) == {("a", 1): 1, ("a", 2): 0, ("a", 9): 0, ("nope", 0): 0}
+    assert r.partition_requests == {("a", 1): 2, ("a", 2): 1}
+    assert [r.owner(*k) for k in keys] == [1, 0, 1, 0, 0]
+    assert calls == [("a", 1), ("a", 2)]               # cached: asked once each
+    r.peers[1].closed = True                           # an unreachable owner: here
+    assert r.place([("a", 1)]) == {("a", 1): 0} and r.owner("a", 1) == 0
+    r.peers[1].closed = False
+    B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(lambda t, p: 0)})()
+    assert r.owner("a", 1) == 0                        # a new table: asked again

@@ -34,9 +34,9 @@ def fan_out(router, ctx, req, handle):
         s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
         if s is not None:
             reads.extend(s.partitions)
-    router.count(reads)
+    owners = router.place(reads)      # counted for placement balancing, and placed
     me = router.me
-    if all(router.owner(t, p) == me for t, p in reads):
+    if all(w == me for w in owners.values()):
         return handle(broker, ctx, req)
     fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
                                              requested, forgotten,
@@ -48,7 +48,8 @@ def fan_out(router, ctx, req, handle):
     plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
     groups: dict[int, list] = {}
     for cp in fctx.partitions:
-        groups.setdefault(router.owner(cp.topic, cp.partition), []).append(cp)
+        w = owners.get((cp.topic, cp.partition))
+        groups.setdefault(router.owner(cp.topic, cp.partition) if w is None else w, []).append(cp)
     budget = max(1, plan.max_bytes // max(1, len(groups)))
     part_req = {**req, "max_bytes": budget}
 

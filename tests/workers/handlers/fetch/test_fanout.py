@@ -31,6 +31,10 @@ class FakeRouter:
     def count(self, keys):
         self.counted.extend(keys)
 
+    def place(self, keys):
+        self.count(keys)
+        return {k: self.owner(*k) for k in keys}
+
     def forward(self, wid, ctx, body, keys=None):
         if not self.reachable:
             return None
