@@ -33,6 +33,9 @@ Mesh messages (`workers/mesh.py` framing):
                     Produce: each partition's "records" is the index of a raw buffer
                     sent after the pickle (`detach_records`/`attach_records`), never
                     pickled; the owner appends from a memoryview of the received frame
+                    Fetch: a sessionless request (`fetch_subrequest`); the partitions
+                    of an incremental session carry "known" (what the client was
+                    last told), and the answer leaves out those with nothing new
     owner -> front  {"op": "resp", "id", "body"} | {"op": "resp", "id", "error": str}
     front -> owner  {"op": "complete", "id"}           (Fetch long poll: answer now)
 
@@ -264,8 +267,14 @@ def merge_markers(req: dict, parts: list[tuple[list, dict]]) -> dict:
 
 
 def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wait_ms: int,
-                     min_bytes: int) -> dict:
-    """A sessionless Fetch of `cps` (CachedPartitions, in order) for their owner."""
+                     min_bytes: int, known: bool = False) -> dict:
+    """A sessionless Fetch of `cps` (CachedPartitions, in order) for their owner.
+
+    `known` (an incremental session's part): each partition the client has seen also
+    carries "known", the (high watermark, last stable offset, log start offset) it
+    was last answered with; the owner leaves out of its answer the partitions that
+    have nothing else to tell (`payloads.drop_unchanged`), which the session's
+    response leaves out anyway."""
     topics: list[dict] = []
     for cp in cps:
         key = cp.topic_id if version >= 13 else cp.topic
@@ -273,11 +282,14 @@ def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wai
             entry = {"_k": key, "partitions": []}
             entry["topic_id" if version >= 13 else "topic"] = key
             topics.append(entry)
-        topics[-1]["partitions"].append({
-            "partition": cp.partition, "fetch_offset": cp.fetch_offset,
-            "partition_max_bytes": cp.max_bytes, "log_start_offset": cp.log_start_offset,
-            "current_leader_epoch": cp.current_leader_epoch,
-            "last_fetched_epoch": cp.last_fetched_epoch})
+        p = {"partition": cp.partition, "fetch_offset": cp.fetch_offset,
+             "partition_max_bytes": cp.max_bytes, "log_start_offset": cp.log_start_offset,
+             "current_leader_epoch": cp.current_leader_epoch,
+             "last_fetched_epoch": cp.last_fetched_epoch}
+        if known and cp.last_high_watermark >= 0:
+            p["known"] = (cp.last_high_watermark, cp.last_stable_offset,
+                          cp.last_log_start_offset)
+        topics[-1]["partitions"].append(p)
     for t in topics:
         del t["_k"]
     sub = {k: v for k, v in req.items() if k not in ("topics", "forgotten_topics_data")}
@@ -720,7 +732,7 @@ class Router:
             return
         if not later(result):
             self._reply(peer, {"op": "resp", "id": rid,
-                               "body": sanitize_response(api_key, result)})
+                               "body": sanitize_response(api_key, result, body)})
             return
         fut = asyncio.ensure_future(result)
         if "keys" in msg:
@@ -736,7 +748,7 @@ class Router:
                 self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
             else:
                 self._reply(peer, {"op": "resp", "id": rid,
-                                   "body": sanitize_response(api_key, f.result())})
+                                   "body": sanitize_response(api_key, f.result(), body)})
         fut.add_done_callback(done)
 
     def _complete(self, peer: int, rid: int) -> None:

@@ -435,3 +435,15 @@ def test_place_counts_like_count_and_answers_like_owner():
     r.peers[1].closed = False
     B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(lambda t, p: 0)})()
     assert r.owner("a", 1) == 0                        # a new table: asked again
+
+
+def test_fetch_subrequest_of_an_incremental_session_says_what_the_client_knows():
+    seen = CachedPartition("a", b"\1" * 16, 1, 5, 1000)
+    seen.must_respond(0, 9, 8, 2, False)               # last answered: hw 9, lso 8, start 2
+    new = CachedPartition("a", b"\1" * 16, 2, 0, 1000)
+    req = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 100,
+           "session_id": 77, "session_epoch": 3, "topics": []}
+    parts = fetch_subrequest(req, 12, [seen, new], 50, 0, 1, known=True)["topics"][0]["partitions"]
+    assert parts[0]["known"] == (9, 8, 2) and "known" not in parts[1]
+    parts = fetch_subrequest(req, 12, [seen, new], 50, 0, 1)["topics"][0]["partitions"]
+    assert "known" not in parts[0]

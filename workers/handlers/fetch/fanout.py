@@ -5,7 +5,11 @@ The front keeps the incremental fetch session (KIP-227) and resolves which parti
 the request reads; it reads its own partitions itself and forwards the others as
 *sessionless* Fetch requests (session_epoch -1, `router.fetch_subrequest`) with a share
 of `max_bytes`. Owners answer FileSlices with fd=-1; each answer's slices are pinned to
-this connection's handles as it arrives (`pin_records`, workers/payloads.py).
+this connection's handles as it arrives (`pin_records`, workers/payloads.py). The parts
+of an incremental session tell the owner what the client last saw of each partition,
+and the owner answers only the partitions with news (`payloads.drop_unchanged`): the
+others are filled in here as unchanged (`as_known`), and the session's response leaves
+them out.
 
 Long polling: the parts are forwarded with the request's max_wait_ms/min_bytes, each
 owner parks its part in its own fetch purgatory (woken by its appends); the local part
@@ -66,14 +70,21 @@ def fan_out(router, ctx, req, handle):
             news = True
     wait_ms = 0 if (news or plan.max_wait_ms <= 0) else plan.max_wait_ms
     remote: dict = {}
+    known = fctx.incremental
+    # an incremental session's partitions an owner leaves out of its answer (nothing
+    # new: `payloads.drop_unchanged`) are answered as the client was last told, which
+    # the session's response leaves out in turn
+    unchanged: dict[tuple, dict] = {}
     for w, cps in groups.items():
-        sub = fetch_subrequest(req, version, cps, budget, wait_ms, plan.min_bytes)
+        sub = fetch_subrequest(req, version, cps, budget, wait_ms, plan.min_bytes, known)
         fut = router.forward(w, ctx, sub, keys=[(cp.topic, cp.partition) for cp in cps])
         if fut is None:
             for cp, data in read_here(cps):
                 found[(cp.topic, cp.partition)] = data
         else:
             remote[w] = (fut, cps)
+            if known:
+                unchanged.update(as_known(cps, plan.isolation_level))
     local_op = None
     local_fut = None
     if local_plan is not None:
@@ -86,7 +97,10 @@ def fan_out(router, ctx, req, handle):
     def assemble():
         results = []
         for cp in fctx.partitions:
-            data = found.get((cp.topic, cp.partition))
+            key = (cp.topic, cp.partition)
+            data = found.get(key)
+            if data is None:
+                data = unchanged.get(key)
             if data is None:
                 data = read_here([cp])[0][1]
             results.append((cp, data))
@@ -122,6 +136,9 @@ def fan_out(router, ctx, req, handle):
                             found[(cp.topic, cp.partition)] = data
                     else:
                         got = fetch_has_news(body)
+                        if body.get("error_code"):      # a failed part: nothing assumed
+                            for cp in cps:
+                                unchanged.pop((cp.topic, cp.partition), None)
                         collect(broker, body, version, found, ctx.connection)
                 if got and not completed:
                     completed = True
@@ -132,6 +149,20 @@ def fan_out(router, ctx, req, handle):
                             router.send_complete(w2, other.rid)
         return assemble()
     return finish()
+
+
+def as_known(cps, isolation_level: int):
+    """((topic, partition), answer) of each of `cps` the client has seen, as it was
+    last told (the session's cached offsets), without records."""
+    for cp in cps:
+        if cp.last_high_watermark >= 0:
+            yield (cp.topic, cp.partition), {
+                "partition_index": cp.partition, "error_code": 0,
+                "high_watermark": cp.last_high_watermark,
+                "last_stable_offset": cp.last_stable_offset,
+                "log_start_offset": cp.last_log_start_offset,
+                "aborted_transactions": None if isolation_level == 0 else [],
+                "preferred_read_replica": -1, "records": []}
 
 
 def collect(broker, body: dict, version: int, found: dict, conn=None) -> None:
