@@ -41,7 +41,8 @@ Mesh messages (`workers/mesh.py` framing):
 
 Long polling (Fetch): each owner parks its part in its own fetch purgatory; the first
 part to answer with data or an error makes the front send `complete` to the others,
-which force-complete their parked part (`keys` names the partitions to look it up by).
+which force-complete their parked part (`keys`: [its first partition], whose watch list
+the owner finds the part's op on as it parks).
 The owner's answer IS the notification of ARCHITECTURE §2, and the timeout runs on
 each owner's timing wheel rather than on the front's (deviation: it saves a second
 message per wake-up and a watch registry on the owners).
@@ -343,7 +344,7 @@ class Router:
         self.run_part = run_part
         self.peers: dict[int, Any] = {}            # worker id -> PeerLink
         self.pending: dict[int, tuple[asyncio.Future, int]] = {}   # id -> (future, peer)
-        self.serving: dict[tuple[int, int], tuple] = {}  # (peer, id) -> (future, keys)
+        self.serving: dict[tuple[int, int], Any] = {}    # (peer, id) -> parked Fetch op
         self.conns = weakref.WeakValueDictionary()        # acks=0 token -> Connection
         self.loop: asyncio.AbstractEventLoop | None = None
         self._next_id = 0
@@ -709,6 +710,10 @@ class Router:
         rid, api_key = msg["id"], msg["api_key"]
         oneway = msg.get("oneway")
         ctx = RemoteContext(msg, peer)
+        keys = msg.get("keys")
+        if keys:        # a long poll: the ops on its first partition before it parks
+            key0 = tuple(keys[0])
+            before = set(self.broker.fetch_purgatory.watching(key0))
         try:
             body = received_body(api_key, msg["body"], msg.pop("raw", None))
         except ValueError as e:
@@ -735,8 +740,13 @@ class Router:
                                "body": sanitize_response(api_key, result, body)})
             return
         fut = asyncio.ensure_future(result)
-        if "keys" in msg:
-            self.serving[(peer, rid)] = (result, msg["keys"])
+        if keys:
+            # the part parked: its op is the one new on the watch list of its first
+            # partition (it watches them all); the awaitable the handler answered is
+            # guarded (handler_errors.py), so the op is not found through it
+            new = [op for op in self.broker.fetch_purgatory.watching(key0) if op not in before]
+            if len(new) == 1:
+                self.serving[(peer, rid)] = new[0]
 
         def done(f):
             self.serving.pop((peer, rid), None)
@@ -753,16 +763,9 @@ class Router:
 
     def _complete(self, peer: int, rid: int) -> None:
         """The front has its answer elsewhere: complete our parked Fetch part now."""
-        entry = self.serving.get((peer, rid))
-        if entry is None:
-            return
-        fut, keys = entry
-        purgatory = self.broker.fetch_purgatory
-        for key in keys:
-            for op in purgatory.watching(tuple(key)):
-                if getattr(op, "future", None) is fut:
-                    op.force_complete()
-                    return
+        op = self.serving.get((peer, rid))
+        if op is not None and not op.is_completed:
+            op.force_complete()
 
     def _reply(self, peer: int, msg: dict) -> None:
         link = self.peers.get(peer)

@@ -447,3 +447,42 @@ def test_fetch_subrequest_of_an_incremental_session_says_what_the_client_knows()
     assert parts[0]["known"] == (9, 8, 2) and "known" not in parts[1]
     parts = fetch_subrequest(req, 12, [seen, new], 50, 0, 1)["topics"][0]["partitions"]
     assert "known" not in parts[0]
+
+
+def test_complete_answers_an_owners_parked_fetch_part_now(tmp_path):
+    """A front that has its answer elsewhere sends `complete`: the owner force-completes
+    the part it parked (found on its first partition's watch list as it parked, not
+    someone else's op there) and answers it without waiting for max_wait_ms."""
+    from tests.workers.test_txn_fetch import TOPIC, MiniBroker, fetch_req
+    from workers.handler_errors import run_guarded
+    from workers.handlers import fetch
+    from workers.router import Router
+
+    async def run():
+        broker = MiniBroker(tmp_path)
+        broker.requests_served = 0
+        r = Router(broker, lambda ctx, body: run_guarded(fetch.handle, broker, ctx, body))
+        r.loop = asyncio.get_running_loop()
+        link = r.peers[0] = _Link()
+
+        def part(rid):
+            return {"op": "req", "id": rid, "api_key": K.FETCH, "version": 11, "client_id": "c",
+                    "client_host": "h", "body": fetch_req(0, 0, max_wait_ms=600_000),
+                    "keys": [(TOPIC, 0)]}
+        r.on_message(0, part(1))
+        r.on_message(0, part(2))
+        assert len(broker.fetch_purgatory) == 2 and not link.sent
+        r.on_message(0, {"op": "complete", "id": 2})
+        for _ in range(20):
+            if link.sent:
+                break
+            await asyncio.sleep(0)
+        (reply,) = link.sent
+        assert reply["id"] == 2 and reply["body"]["responses"][0]["partitions"][0]["records"] == []
+        assert len(broker.fetch_purgatory) == 1 and (0, 2) not in r.serving
+        r.on_message(0, {"op": "complete", "id": 2})      # again, or unknown: nothing
+        r.on_message(0, {"op": "complete", "id": 9})
+        await asyncio.sleep(0)
+        assert len(link.sent) == 1 and len(broker.fetch_purgatory) == 1
+        broker.close()
+    asyncio.run(run())

@@ -77,7 +77,8 @@ def fan_out(router, ctx, req, handle):
     unchanged: dict[tuple, dict] = {}
     for w, cps in groups.items():
         sub = fetch_subrequest(req, version, cps, budget, wait_ms, plan.min_bytes, known)
-        fut = router.forward(w, ctx, sub, keys=[(cp.topic, cp.partition) for cp in cps])
+        # keys: where the owner finds the part's op if it parks (it watches them all)
+        fut = router.forward(w, ctx, sub, keys=[(cps[0].topic, cps[0].partition)])
         if fut is None:
             for cp, data in read_here(cps):
                 found[(cp.topic, cp.partition)] = data
