@@ -64,7 +64,7 @@ acks=0 producer), as the local handler does by raising.
 The split/merge functions at the top are pure (unit-tested in tests/workers); the
 `Router` below them is the forwarding runtime. Forwarded parts run on the owner
 through `run_part` (the dispatcher's registry lookup, wired by workers/server.py).
-One piece at ~700 lines: the split/merge functions and the runtime that applies them are
+One piece at ~780 lines: the split/merge functions and the runtime that applies them are
 one concept (the scope's parts out, their answers merged back); Fetch's fan-out, the
 mesh framing and the payloads are already in their own modules.
 """

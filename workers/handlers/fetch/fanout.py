@@ -74,7 +74,7 @@ def fan_out(router, ctx, req, handle):
     # an incremental session's partitions an owner leaves out of its answer (nothing
     # new: `payloads.drop_unchanged`) are answered as the client was last told, which
     # the session's response leaves out in turn
-    unchanged: dict[tuple, dict] = {}
+    unchanged: set[tuple] = set()
     for w, cps in groups.items():
         sub = fetch_subrequest(req, version, cps, budget, wait_ms, plan.min_bytes, known)
         # keys: where the owner finds the part's op if it parks (it watches them all)
@@ -85,7 +85,7 @@ def fan_out(router, ctx, req, handle):
         else:
             remote[w] = (fut, cps)
             if known:
-                unchanged.update(as_known(cps, plan.isolation_level))
+                unchanged.update((cp.topic, cp.partition) for cp in cps)
     local_op = None
     local_fut = None
     if local_plan is not None:
@@ -100,8 +100,8 @@ def fan_out(router, ctx, req, handle):
         for cp in fctx.partitions:
             key = (cp.topic, cp.partition)
             data = found.get(key)
-            if data is None:
-                data = unchanged.get(key)
+            if data is None and key in unchanged:
+                data = as_known(cp, plan.isolation_level)
             if data is None:
                 data = read_here([cp])[0][1]
             results.append((cp, data))
@@ -138,8 +138,7 @@ def fan_out(router, ctx, req, handle):
                     else:
                         got = fetch_has_news(body)
                         if body.get("error_code"):      # a failed part: nothing assumed
-                            for cp in cps:
-                                unchanged.pop((cp.topic, cp.partition), None)
+                            unchanged.difference_update((cp.topic, cp.partition) for cp in cps)
                         collect(broker, body, version, found, ctx.connection)
                 if got and not completed:
                     completed = True
@@ -152,18 +151,18 @@ def fan_out(router, ctx, req, handle):
     return finish()
 
 
-def as_known(cps, isolation_level: int):
-    """((topic, partition), answer) of each of `cps` the client has seen, as it was
-    last told (the session's cached offsets), without records."""
-    for cp in cps:
-        if cp.last_high_watermark >= 0:
-            yield (cp.topic, cp.partition), {
-                "partition_index": cp.partition, "error_code": 0,
-                "high_watermark": cp.last_high_watermark,
-                "last_stable_offset": cp.last_stable_offset,
-                "log_start_offset": cp.last_log_start_offset,
-                "aborted_transactions": None if isolation_level == 0 else [],
-                "preferred_read_replica": -1, "records": []}
+def as_known(cp, isolation_level: int) -> dict | None:
+    """The answer of session partition `cp` as the client was last told it (the
+    session's cached offsets, no records); None if it was never told (the owner
+    always answers those: `router.fetch_subrequest` sends no "known" for them)."""
+    if cp.last_high_watermark < 0:
+        return None
+    return {"partition_index": cp.partition, "error_code": 0,
+            "high_watermark": cp.last_high_watermark,
+            "last_stable_offset": cp.last_stable_offset,
+            "log_start_offset": cp.last_log_start_offset,
+            "aborted_transactions": None if isolation_level == 0 else [],
+            "preferred_read_replica": -1, "records": []}
 
 
 def collect(broker, body: dict, version: int, found: dict, conn=None) -> None:
