@@ -354,7 +354,8 @@ class Router:
         # partition) whoever owns it: the request-rate input of placement balancing
         # (mpbroker/controller/balance.py; the controller sums the workers' counts)
         self.partition_requests: collections.Counter = collections.Counter()
-        self._owners_of = None      # the PlacementTable `_owners` caches answers of
+        self._owners_md = None      # the metadata and placement table `_owners` is of
+        self._owners_of = None
         self._owners: dict[tuple[str, int], int] = {}
         self.routes = {"partition": self._route_partitions, "group": self._route_group,
                        "txn": self._route_txn, "cluster": self._broadcast}
@@ -407,29 +408,41 @@ class Router:
         the partition is unknown (the local handler answers the error), in transit, or
         its owner unreachable (the local handler answers NOT_LEADER_OR_FOLLOWER)."""
         md = self.broker.metadata
-        t = md.topics.get(topic) if md is not None else None
-        if t is None or partition not in t.partitions:
+        if md is None:
             return self.me
-        return self._placed(topic, partition)
-
-    def _placed(self, topic: str, partition: int) -> int:
-        """`owner` of a partition that exists."""
-        placement = self.broker.placement
-        if placement is not self._owners_of:
-            # the table is immutable (a new revision is a new object): its answers
-            # are cached until it changes, bounded by the partitions that exist
-            self._owners_of, self._owners = placement, {}
         key = (topic, partition)
-        w = self._owners.get(key)
+        w = self._owners_now(md).get(key)
         if w is None:
-            if len(self._owners) >= OWNER_CACHE:
-                self._owners.clear()
-            w = self._owners[key] = placement.owner(topic, partition)
-        me = self.me
-        if w == me or w < 0:
-            return me
+            w = self._placed(md, key)
+            if w is None:
+                return self.me
+        return self._live(w)
+
+    def _owners_now(self, md) -> dict:
+        """{(topic, partition): placement's owner, `me` for in transit} of partitions
+        that exist: cached while the metadata and the placement table are the same
+        objects (both are replaced, never changed, when they change)."""
+        placement = self.broker.placement
+        if md is not self._owners_md or placement is not self._owners_of:
+            self._owners_md, self._owners_of, self._owners = md, placement, {}
+        return self._owners
+
+    def _placed(self, md, key: tuple) -> int | None:
+        """`_owners_now`'s entry for `key`, None if the partition does not exist."""
+        t = md.topics.get(key[0])
+        if t is None or key[1] not in t.partitions:
+            return None
+        w = self.broker.placement.owner(*key)
+        if len(self._owners) >= OWNER_CACHE:
+            self._owners.clear()
+        w = self._owners[key] = self.me if w < 0 else w
+        return w
+
+    def _live(self, w: int) -> int:
+        if w == self.me:
+            return w
         link = self.peers.get(w)
-        return w if link is not None and not link.closed else me
+        return w if link is not None and not link.closed else self.me
 
     def place(self, keys) -> dict:
         """{(topic, partition): `owner`} of `keys`, counted as `count` does (each
@@ -438,16 +451,17 @@ class Router:
         me = self.me
         if md is None:
             return dict.fromkeys(keys, me)
-        topics, count, placed = md.topics, self.partition_requests, self._placed
+        owners, count, live = self._owners_now(md), self.partition_requests, self._live
         out = {}
         for key in keys:
-            t = topics.get(key[0])
-            if t is not None and key[1] in t.partitions:
-                count[key] += 1
-                w = out.get(key)
-                out[key] = placed(*key) if w is None else w
-            else:
-                out[key] = me
+            w = owners.get(key)
+            if w is None:
+                w = self._placed(md, key)
+                if w is None:
+                    out[key] = me
+                    continue
+            count[key] += 1
+            out[key] = w if w == me else live(w)
         return out
 
     def _coordinator_key(self, topic: str, key: str | None) -> tuple[str, int] | None:
@@ -487,7 +501,11 @@ class Router:
         if md is None:
             return
         topics, count = md.topics, self.partition_requests
+        owners = self._owners_now(md)       # partitions known to exist
         for key in keys:
+            if key in owners:
+                count[key] += 1
+                continue
             t = topics.get(key[0])
             if t is not None and key[1] in t.partitions:
                 count[key] += 1

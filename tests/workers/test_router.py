@@ -435,6 +435,12 @@ def test_place_counts_like_count_and_answers_like_owner():
     r.peers[1].closed = False
     B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(lambda t, p: 0)})()
     assert r.owner("a", 1) == 0                        # a new table: asked again
+    B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(owner)})()
+    assert r.owner("a", 1) == 1
+    B.metadata = _md_with_partitions({})               # "a" deleted: new metadata
+    before = dict(r.partition_requests)
+    assert r.place([("a", 1)]) == {("a", 1): 0} and r.owner("a", 1) == 0
+    assert r.partition_requests == before
 
 
 def test_fetch_subrequest_of_an_incremental_session_says_what_the_client_knows():
