@@ -213,23 +213,24 @@ class _CountingSocket(socket.socket):
         return super().sendmsg(*args)
 
 
-def _batched_pair(received, closed=None, pass_fds=False):
+def _batched_pair(received, closed=None, pass_fds=False, loop=None):
+    """A batching sender and a plain receiver (both attached to `loop` if given)."""
     a, b = socket.socketpair()
     _CountingSocket.sendmsgs = 0
     ca = _CountingSocket(a.family, a.type, fileno=a.detach())
     la = Channel(ca, lambda m: None, batch=True)
     lb = Channel(b, received.append, closed.append if closed is not None else None,
                  pass_fds=pass_fds)
+    if loop is not None:
+        la.attach(loop)
+        lb.attach(loop)
     return la, lb
 
 
 def test_batched_sends_of_one_iteration_leave_in_one_write_in_order():
     async def run():
         got = []
-        la, lb = _batched_pair(got)
-        loop = asyncio.get_running_loop()
-        la.attach(loop)
-        lb.attach(loop)
+        la, lb = _batched_pair(got, loop=asyncio.get_running_loop())
         for i in range(5):
             la.send({"i": i}, [b"r" * i] if i % 2 else ())
         assert _CountingSocket.sendmsgs == 0          # nothing written inside the iteration
@@ -246,10 +247,7 @@ def test_batched_sends_of_one_iteration_leave_in_one_write_in_order():
 def test_batched_small_and_large_frames_past_the_iov_limit_keep_their_order():
     async def run():
         got = []
-        la, lb = _batched_pair(got)
-        loop = asyncio.get_running_loop()
-        la.attach(loop)
-        lb.attach(loop)
+        la, lb = _batched_pair(got, loop=asyncio.get_running_loop())
         big = bytes(range(256)) * 4096                # 1 MiB
         n = ipc.IOV_CHUNKS                            # 4 chunks each: past one sendmsg's limit
         for i in range(n):
@@ -264,10 +262,7 @@ def test_batched_small_and_large_frames_past_the_iov_limit_keep_their_order():
 def test_close_while_batched_drops_the_frames_and_the_write():
     async def run():
         got, closed = [], []
-        la, lb = _batched_pair(got, closed)
-        loop = asyncio.get_running_loop()
-        la.attach(loop)
-        lb.attach(loop)
+        la, lb = _batched_pair(got, closed, loop=asyncio.get_running_loop())
         la.send({"i": 1})
         la.send({"i": 2})
         la.close()
