@@ -36,7 +36,8 @@ without a running loop: the supervisor, a worker that is booting).  A `batch=Tru
 channel (the mesh) attached to a loop does not write in `send`: the frames sent during
 one loop iteration are written together, in order, by one `sendmsg` from a `call_soon`
 callback (one syscall and one wake-up of the peer for all of them); `flush`, a frame
-with fds and `close` (which drops them, like the rest of the queue) see them first.
+with fds and `close` (which drops them, like the rest of the queue) see them first, and
+`write_batched` writes them at once.
 Reads parse every whole frame of a `recv_into` before the callbacks run; `poll` reads
 without a loop.
 
@@ -292,6 +293,10 @@ class Channel:
                 self.loop.call_soon(self._send_batch)
             return
         self._write(chunks, total, fds)
+
+    def write_batched(self) -> None:
+        """Write what `send` batched now, without blocking (an owner about to `close`)."""
+        self._send_batch()
 
     def _send_batch(self) -> None:
         """The frames `send` batched during the last loop iteration, in one write."""

@@ -796,4 +796,6 @@ class Router:
 
     def close(self) -> None:
         for link in list(self.peers.values()):
+            if not link.closed:
+                link.write_batched()    # this iteration's answers still leave
             link.close()

@@ -294,6 +294,11 @@ def test_flush_and_fds_write_the_batched_frames_first():
         os.close(w), os.close(fd), os.close(r)
         await asyncio.sleep(0)                        # the scheduled batch finds nothing
         assert _CountingSocket.sendmsgs == 3
+        la.send({"i": 5})
+        la.write_batched()                            # written now (an owner closing)
+        la.close()
+        await _until(lambda: len(got) == 5)
+        assert _CountingSocket.sendmsgs == 4 and got[-1] == {"i": 5}
     asyncio.run(run())
 
 
