@@ -32,8 +32,14 @@ exception of `on_message` is logged and does not close the channel.
 Writes go straight to the socket while nothing is queued; when the socket is full, the
 queued chunks of several messages are written together with one `sendmsg` each time it
 becomes writable (`attach`ed to an asyncio loop) or until `flush` returns (a caller
-without a running loop: the supervisor, a worker that is booting).  Reads parse every
-whole frame of a `recv_into` before the callbacks run; `poll` reads without a loop.
+without a running loop: the supervisor, a worker that is booting).  A `batch=True`
+channel (the mesh) attached to a loop does not write in `send`: the frames sent during
+one loop iteration are written together, in order, by one `sendmsg` from a `call_soon`
+callback (one syscall and one wake-up of the peer for all of them); `flush`, a frame
+with fds and `close` (which drops them, like the rest of the queue) see them first, and
+`write_batched` writes them at once.
+Reads parse every whole frame of a `recv_into` before the callbacks run; `poll` reads
+without a loop.
 
 Not thread-safe: one asyncio loop (or one blocking caller) drives a channel.
 """
@@ -140,11 +146,12 @@ class Channel:
 
     `sock_buf`: SO_SNDBUF/SO_RCVBUF to ask for (the mesh's bulk data); `pass_fds`: this
     end receives file descriptors (any end may send them); `name`: how its log lines
-    call it."""
+    call it; `batch`: with a loop, the frames of one loop iteration leave in one write."""
 
     def __init__(self, sock: socket.socket, on_message: Callable[[Any], None],
                  on_close: Callable[["Channel"], None] | None = None, *,
-                 sock_buf: int | None = None, pass_fds: bool = False, name: str = "channel"):
+                 sock_buf: int | None = None, pass_fds: bool = False, name: str = "channel",
+                 batch: bool = False):
         sock.setblocking(False)
         if sock_buf:
             for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
@@ -165,6 +172,10 @@ class Channel:
         self._big: bytearray | None = None         # a large frame being read in place
         self._big_got = 0
         self.out: collections.deque = collections.deque()   # memoryviews still to send
+        self.batch = batch
+        self._batched: list = []                   # chunks of this iteration's frames
+        self._batched_bytes = 0
+        self._batch_armed = False                  # a `_send_batch` is scheduled
         self.loop = None
         self.closed = False
         self._writer = False
@@ -274,6 +285,32 @@ class Channel:
         chunks, total = frame
         if fds:
             self.flush()
+        elif self.batch and self.loop is not None:
+            self._batched.extend(chunks)
+            self._batched_bytes += total
+            if not self._batch_armed:
+                self._batch_armed = True
+                self.loop.call_soon(self._send_batch)
+            return
+        self._write(chunks, total, fds)
+
+    def write_batched(self) -> None:
+        """Write what `send` batched now, without blocking (an owner about to `close`)."""
+        self._send_batch()
+
+    def _send_batch(self) -> None:
+        """The frames `send` batched during the last loop iteration, in one write."""
+        self._batch_armed = False
+        if self.closed or not self._batched:
+            return
+        chunks, total = self._batched, self._batched_bytes
+        self._batched, self._batched_bytes = [], 0
+        try:
+            self._write(chunks, total)
+        except ConnectionError:
+            pass        # closed: `on_close` told the owner
+
+    def _write(self, chunks: list, total: int, fds=()) -> None:
         if not self.out and len(chunks) <= IOV_CHUNKS:
             ancdata = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
             try:
@@ -333,6 +370,8 @@ class Channel:
 
     def flush(self, timeout: float = FLUSH_TIMEOUT_S) -> None:
         """Block until everything queued is written (TimeoutError after `timeout`)."""
+        if self._batched:
+            self._send_batch()
         deadline = time.monotonic() + timeout
         while self.out and not self.closed:
             left = deadline - time.monotonic()
@@ -355,6 +394,8 @@ class Channel:
                 pass
         self._writer = False
         self.out.clear()
+        self._batched.clear()
+        self._batched_bytes = 0
         self._big = None
         try:
             self.sock.close()

@@ -5,8 +5,10 @@ the router (workers/router.py) sends forwarded requests and their answers over t
 
 The framing is the process tree's one (mpbroker/ipc.py): a pickled meta and raw buffers
 (forwarded Produce record batches) that are never pickled nor copied in user space. A
-mesh channel asks for large socket buffers (the data path's bulk) and its `on_close`
-gets the channel, which carries the peer's worker id as `worker` (set by the router).
+mesh channel batches its writes (the frames of one loop iteration leave in one
+`sendmsg`: one syscall and one wake-up of the peer), asks for large socket buffers (the
+data path's bulk), and its `on_close` gets the channel, which carries the peer's worker
+id as `worker` (set by the router).
 """
 from __future__ import annotations
 
@@ -23,4 +25,4 @@ class PeerLink(Channel):
 
     def __init__(self, sock: socket.socket, on_message: Callable[[Any], None],
                  on_close: Callable[["PeerLink"], None] | None = None):
-        super().__init__(sock, on_message, on_close, sock_buf=SOCK_BUF, name="mesh")
+        super().__init__(sock, on_message, on_close, sock_buf=SOCK_BUF, name="mesh", batch=True)

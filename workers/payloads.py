@@ -5,9 +5,11 @@ record payloads, never pickled, never copied more than once.
   request frame) leave as raw buffers after the pickle (`detach_records`), and arrive as
   writable memoryviews over the received frame (`attach_records`, `received_body`): the
   one copy to the owner is the kernel's.
-* Fetch, owner -> front: FileSlices leave with fd=-1 (`sanitize_response`: segment
-  path, position, length, and the st_dev/st_ino of the file read); the front's
-  connection opens the file by path and sendfiles it. It pins each slice to a handle of
+* Fetch, owner -> front: FileSlices leave with fd=-1 as plain tuples in FileSlice's
+  field order (`sanitize_response`: segment path, position, length, -1, and the
+  st_dev/st_ino of the file read: a tuple pickles several times cheaper than a
+  NamedTuple); the front's connection opens the file by path and sendfiles it. It
+  turns them back into FileSlices and pins each to a handle of
   that very file as the answer arrives (`pin_records`, `Connection.pin`): a path that
   names another file by now (the topic deleted and created again, a compacted segment
   swapped in) never has its bytes sent for the slice; the partition is answered
@@ -78,19 +80,61 @@ def received_body(api_key: int, body: dict, raw) -> dict:
     return body
 
 
-def sanitize_response(api_key: int, body):
-    """FileSlices leave the owner with fd=-1: fds are per process (the front opens by path)."""
+def sanitize_response(api_key: int, body, request: dict | None = None):
+    """FileSlices leave the owner as tuples with fd=-1: fds are per process (the front
+    opens by path); a Fetch answer leaves out what `request` says the front knows
+    (`drop_unchanged`)."""
     if api_key != api_keys.FETCH or not isinstance(body, dict):
         return body
+    if request is not None:
+        drop_unchanged(request, body)
     for t in body.get("responses") or ():
         for p in t.get("partitions") or ():
             recs = p.get("records")
-            if isinstance(recs, list):
-                p["records"] = [c._replace(fd=-1) if isinstance(c, FileSlice) else bytes(c)
-                                for c in recs]
+            if recs and isinstance(recs, list):
+                p["records"] = [(c[0], c[1], c[2], -1, c[4], c[5]) if isinstance(c, tuple)
+                                else bytes(c) for c in recs]
             elif isinstance(recs, memoryview):
                 p["records"] = bytes(recs)
     return body
+
+
+def _topic_key(t: dict):
+    return t["topic_id"] if "topic_id" in t else t.get("topic")
+
+
+def drop_unchanged(request: dict, body: dict) -> None:
+    """An owner's Fetch answer without the partitions whose request entry carries
+    "known" (high watermark, last stable offset, log start offset: what the client of
+    an incremental session was last told, `router.fetch_subrequest`) and that have
+    nothing else to tell: no error, no records, no diverging epoch, the same three
+    offsets. Those are exactly the partitions the session's response leaves out
+    (CachedPartition.must_respond); the front fills them in from what it sent. A caught-up
+    long poll's answer is then as large as its news, not as the partitions it reads."""
+    if body.get("error_code"):
+        return          # a failed part: all of it goes back
+    known = {}
+    for t in request.get("topics") or ():
+        for p in t.get("partitions") or ():
+            k = p.get("known")
+            if k is not None:
+                known[(_topic_key(t), p["partition"])] = k
+    if not known:
+        return
+    topics = []
+    for t in body.get("responses") or ():
+        key = _topic_key(t)
+        parts = []
+        for p in t.get("partitions") or ():
+            k = known.get((key, p.get("partition_index")))
+            if (k is None or p.get("error_code") or p.get("records") or "diverging_epoch" in p
+                    or (p.get("high_watermark"), p.get("last_stable_offset"),
+                        p.get("log_start_offset")) != tuple(k)):
+                parts.append(p)
+        if parts:
+            topics.append(t if len(parts) == len(t.get("partitions") or ()) else
+                          {**t, "partitions": parts})
+    body["responses"] = topics
 
 
 def pin_records(data: dict, conn) -> dict:
@@ -99,11 +143,15 @@ def pin_records(data: dict, conn) -> dict:
     file is gone or replaced turns the partition into NOT_LEADER_OR_FOLLOWER without
     records (retriable: the client refreshes metadata and fetches again)."""
     recs = data.get("records")
-    if conn is None or not isinstance(recs, list):
+    if not recs or not isinstance(recs, list):
         return data
     pinned = []
     for c in recs:
-        if isinstance(c, FileSlice):
+        if isinstance(c, tuple):
+            c = FileSlice._make(c)
+            if conn is None:
+                pinned.append(c)
+                continue
             held = conn.pin(c)
             if held is None:
                 log.info("fetch of %s: the segment file was deleted or replaced under the "

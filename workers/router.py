@@ -27,16 +27,22 @@ the router decides nothing else about where a request goes:
 Mesh messages (`workers/mesh.py` framing):
 
     front -> owner  {"op": "req", "id", "api_key", "version", "body", "client_id",
-                     "client_host", ["keys"], ["oneway"]}
+                     "client_host", ["who"], ["keys"], ["oneway"]}
+                    "who": the client connection's (principal, listener name,
+                    security protocol), left out when (ANONYMOUS, None, PLAINTEXT)
                     Produce: each partition's "records" is the index of a raw buffer
                     sent after the pickle (`detach_records`/`attach_records`), never
                     pickled; the owner appends from a memoryview of the received frame
+                    Fetch: a sessionless request (`fetch_subrequest`); the partitions
+                    of an incremental session carry "known" (what the client was
+                    last told), and the answer leaves out those with nothing new
     owner -> front  {"op": "resp", "id", "body"} | {"op": "resp", "id", "error": str}
     front -> owner  {"op": "complete", "id"}           (Fetch long poll: answer now)
 
 Long polling (Fetch): each owner parks its part in its own fetch purgatory; the first
 part to answer with data or an error makes the front send `complete` to the others,
-which force-complete their parked part (`keys` names the partitions to look it up by).
+which force-complete their parked part (`keys`: [its first partition], whose watch list
+the owner finds the part's op on as it parks).
 The owner's answer IS the notification of ARCHITECTURE §2, and the timeout runs on
 each owner's timing wheel rather than on the front's (deviation: it saves a second
 message per wake-up and a watch registry on the owners).
@@ -58,7 +64,7 @@ acks=0 producer), as the local handler does by raising.
 The split/merge functions at the top are pure (unit-tested in tests/workers); the
 `Router` below them is the forwarding runtime. Forwarded parts run on the owner
 through `run_part` (the dispatcher's registry lookup, wired by workers/server.py).
-One piece at ~700 lines: the split/merge functions and the runtime that applies them are
+One piece at ~780 lines: the split/merge functions and the runtime that applies them are
 one concept (the scope's parts out, their answers merged back); Fetch's fan-out, the
 mesh framing and the payloads are already in their own modules.
 """
@@ -80,6 +86,10 @@ from workers.payloads import detach_records, received_body, sanitize_response
 from workers.scope import PARTITION, Scope
 
 log = logging.getLogger(__name__)
+
+OWNER_CACHE = 1 << 16       # cached placement answers (cleared when full)
+# (principal, listener name, security protocol) of a request forwarded without "who"
+NOBODY = (ANONYMOUS, None, "PLAINTEXT")
 
 
 # ============================================================================ pure split / merge
@@ -258,8 +268,14 @@ def merge_markers(req: dict, parts: list[tuple[list, dict]]) -> dict:
 
 
 def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wait_ms: int,
-                     min_bytes: int) -> dict:
-    """A sessionless Fetch of `cps` (CachedPartitions, in order) for their owner."""
+                     min_bytes: int, known: bool = False) -> dict:
+    """A sessionless Fetch of `cps` (CachedPartitions, in order) for their owner.
+
+    `known` (an incremental session's part): each partition the client has seen also
+    carries "known", the (high watermark, last stable offset, log start offset) it
+    was last answered with; the owner leaves out of its answer the partitions that
+    have nothing else to tell (`payloads.drop_unchanged`), which the session's
+    response leaves out anyway."""
     topics: list[dict] = []
     for cp in cps:
         key = cp.topic_id if version >= 13 else cp.topic
@@ -267,11 +283,14 @@ def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wai
             entry = {"_k": key, "partitions": []}
             entry["topic_id" if version >= 13 else "topic"] = key
             topics.append(entry)
-        topics[-1]["partitions"].append({
-            "partition": cp.partition, "fetch_offset": cp.fetch_offset,
-            "partition_max_bytes": cp.max_bytes, "log_start_offset": cp.log_start_offset,
-            "current_leader_epoch": cp.current_leader_epoch,
-            "last_fetched_epoch": cp.last_fetched_epoch})
+        p = {"partition": cp.partition, "fetch_offset": cp.fetch_offset,
+             "partition_max_bytes": cp.max_bytes, "log_start_offset": cp.log_start_offset,
+             "current_leader_epoch": cp.current_leader_epoch,
+             "last_fetched_epoch": cp.last_fetched_epoch}
+        if known and cp.last_high_watermark >= 0:
+            p["known"] = (cp.last_high_watermark, cp.last_stable_offset,
+                          cp.last_log_start_offset)
+        topics[-1]["partitions"].append(p)
     for t in topics:
         del t["_k"]
     sub = {k: v for k, v in req.items() if k not in ("topics", "forgotten_topics_data")}
@@ -312,9 +331,7 @@ class RemoteContext:
         self.connection = None
         self.forwarded_from = peer
         # the front's connection identity (issue #17), for handlers that check it
-        self.principal = msg.get("principal", ANONYMOUS)
-        self.listener_name = msg.get("listener_name")
-        self.security_protocol = msg.get("security_protocol", "PLAINTEXT")
+        self.principal, self.listener_name, self.security_protocol = msg.get("who", NOBODY)
 
 
 class Router:
@@ -327,7 +344,7 @@ class Router:
         self.run_part = run_part
         self.peers: dict[int, Any] = {}            # worker id -> PeerLink
         self.pending: dict[int, tuple[asyncio.Future, int]] = {}   # id -> (future, peer)
-        self.serving: dict[tuple[int, int], tuple] = {}  # (peer, id) -> (future, keys)
+        self.serving: dict[tuple[int, int], Any] = {}    # (peer, id) -> parked Fetch op
         self.conns = weakref.WeakValueDictionary()        # acks=0 token -> Connection
         self.loop: asyncio.AbstractEventLoop | None = None
         self._next_id = 0
@@ -337,6 +354,9 @@ class Router:
         # partition) whoever owns it: the request-rate input of placement balancing
         # (mpbroker/controller/balance.py; the controller sums the workers' counts)
         self.partition_requests: collections.Counter = collections.Counter()
+        self._owners_md = None      # the metadata and placement table `_owners` is of
+        self._owners_of = None
+        self._owners: dict[tuple[str, int], int] = {}
         self.routes = {"partition": self._route_partitions, "group": self._route_group,
                        "txn": self._route_txn, "cluster": self._broadcast}
 
@@ -388,14 +408,61 @@ class Router:
         the partition is unknown (the local handler answers the error), in transit, or
         its owner unreachable (the local handler answers NOT_LEADER_OR_FOLLOWER)."""
         md = self.broker.metadata
-        t = md.topics.get(topic) if md is not None else None
-        if t is None or partition not in t.partitions:
+        if md is None:
             return self.me
-        w = self.broker.placement.owner(topic, partition)
-        if w == self.me or w < 0:
-            return self.me
+        key = (topic, partition)
+        w = self._owners_now(md).get(key)
+        if w is None:
+            w = self._placed(md, key)
+            if w is None:
+                return self.me
+        return self._live(w)
+
+    def _owners_now(self, md) -> dict:
+        """{(topic, partition): placement's owner, `me` for in transit} of partitions
+        that exist: cached while the metadata and the placement table are the same
+        objects (both are replaced, never changed, when they change)."""
+        placement = self.broker.placement
+        if md is not self._owners_md or placement is not self._owners_of:
+            self._owners_md, self._owners_of, self._owners = md, placement, {}
+        return self._owners
+
+    def _placed(self, md, key: tuple) -> int | None:
+        """`_owners_now`'s entry for `key`, None if the partition does not exist."""
+        t = md.topics.get(key[0])
+        if t is None or key[1] not in t.partitions:
+            return None
+        w = self.broker.placement.owner(*key)
+        if len(self._owners) >= OWNER_CACHE:
+            self._owners.clear()
+        w = self._owners[key] = self.me if w < 0 else w
+        return w
+
+    def _live(self, w: int) -> int:
+        if w == self.me:
+            return w
         link = self.peers.get(w)
         return w if link is not None and not link.closed else self.me
+
+    def place(self, keys) -> dict:
+        """{(topic, partition): `owner`} of `keys`, counted as `count` does (each
+        occurrence of a partition that exists) in the same pass."""
+        md = self.broker.metadata
+        me = self.me
+        if md is None:
+            return dict.fromkeys(keys, me)
+        owners, count, live = self._owners_now(md), self.partition_requests, self._live
+        out = {}
+        for key in keys:
+            w = owners.get(key)
+            if w is None:
+                w = self._placed(md, key)
+                if w is None:
+                    out[key] = me
+                    continue
+            count[key] += 1
+            out[key] = w if w == me else live(w)
+        return out
 
     def _coordinator_key(self, topic: str, key: str | None) -> tuple[str, int] | None:
         """(internal topic, partition) of the coordinator of `key`, None when unknown."""
@@ -434,7 +501,11 @@ class Router:
         if md is None:
             return
         topics, count = md.topics, self.partition_requests
+        owners = self._owners_now(md)       # partitions known to exist
         for key in keys:
+            if key in owners:
+                count[key] += 1
+                continue
             t = topics.get(key[0])
             if t is not None and key[1] in t.partitions:
                 count[key] += 1
@@ -464,10 +535,11 @@ class Router:
         rid = self._next_id
         body, raw = detach_records(ctx.api_key, body)
         msg = {"op": "req", "id": rid, "api_key": ctx.api_key, "version": ctx.api_version,
-               "body": body, "client_id": ctx.client_id, "client_host": ctx.client_host,
-               "principal": getattr(ctx, "principal", ANONYMOUS),
-               "listener_name": getattr(ctx, "listener_name", None),
-               "security_protocol": getattr(ctx, "security_protocol", "PLAINTEXT")}
+               "body": body, "client_id": ctx.client_id, "client_host": ctx.client_host}
+        who = (getattr(ctx, "principal", ANONYMOUS), getattr(ctx, "listener_name", None),
+               getattr(ctx, "security_protocol", "PLAINTEXT"))
+        if who != NOBODY:
+            msg["who"] = who
         if keys is not None:
             msg["keys"] = keys
         fut = None
@@ -656,6 +728,10 @@ class Router:
         rid, api_key = msg["id"], msg["api_key"]
         oneway = msg.get("oneway")
         ctx = RemoteContext(msg, peer)
+        keys = msg.get("keys")
+        if keys:        # a long poll: the ops on its first partition before it parks
+            key0 = tuple(keys[0])
+            before = set(self.broker.fetch_purgatory.watching(key0))
         try:
             body = received_body(api_key, msg["body"], msg.pop("raw", None))
         except ValueError as e:
@@ -679,11 +755,16 @@ class Router:
             return
         if not later(result):
             self._reply(peer, {"op": "resp", "id": rid,
-                               "body": sanitize_response(api_key, result)})
+                               "body": sanitize_response(api_key, result, body)})
             return
         fut = asyncio.ensure_future(result)
-        if "keys" in msg:
-            self.serving[(peer, rid)] = (result, msg["keys"])
+        if keys:
+            # the part parked: its op is the one new on the watch list of its first
+            # partition (it watches them all); the awaitable the handler answered is
+            # guarded (handler_errors.py), so the op is not found through it
+            new = [op for op in self.broker.fetch_purgatory.watching(key0) if op not in before]
+            if len(new) == 1:
+                self.serving[(peer, rid)] = new[0]
 
         def done(f):
             self.serving.pop((peer, rid), None)
@@ -695,21 +776,14 @@ class Router:
                 self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
             else:
                 self._reply(peer, {"op": "resp", "id": rid,
-                                   "body": sanitize_response(api_key, f.result())})
+                                   "body": sanitize_response(api_key, f.result(), body)})
         fut.add_done_callback(done)
 
     def _complete(self, peer: int, rid: int) -> None:
         """The front has its answer elsewhere: complete our parked Fetch part now."""
-        entry = self.serving.get((peer, rid))
-        if entry is None:
-            return
-        fut, keys = entry
-        purgatory = self.broker.fetch_purgatory
-        for key in keys:
-            for op in purgatory.watching(tuple(key)):
-                if getattr(op, "future", None) is fut:
-                    op.force_complete()
-                    return
+        op = self.serving.get((peer, rid))
+        if op is not None and not op.is_completed:
+            op.force_complete()
 
     def _reply(self, peer: int, msg: dict) -> None:
         link = self.peers.get(peer)
@@ -722,4 +796,6 @@ class Router:
 
     def close(self) -> None:
         for link in list(self.peers.values()):
+            if not link.closed:
+                link.write_batched()    # this iteration's answers still leave
             link.close()

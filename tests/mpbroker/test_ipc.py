@@ -201,3 +201,114 @@ def test_channel_reports_eof():
     a.close()
     rx.poll(1)
     assert closed == [True] and rx.closed
+
+
+# ---------------------------------------------------------------- batched writes (the mesh)
+class _CountingSocket(socket.socket):
+    """A socket that counts its `sendmsg` calls."""
+    sendmsgs = 0
+
+    def sendmsg(self, *args):
+        type(self).sendmsgs += 1
+        return super().sendmsg(*args)
+
+
+def _batched_pair(received, closed=None, pass_fds=False, loop=None):
+    """A batching sender and a plain receiver (both attached to `loop` if given)."""
+    a, b = socket.socketpair()
+    _CountingSocket.sendmsgs = 0
+    ca = _CountingSocket(a.family, a.type, fileno=a.detach())
+    la = Channel(ca, lambda m: None, batch=True)
+    lb = Channel(b, received.append, closed.append if closed is not None else None,
+                 pass_fds=pass_fds)
+    if loop is not None:
+        la.attach(loop)
+        lb.attach(loop)
+    return la, lb
+
+
+def test_batched_sends_of_one_iteration_leave_in_one_write_in_order():
+    async def run():
+        got = []
+        la, lb = _batched_pair(got, loop=asyncio.get_running_loop())
+        for i in range(5):
+            la.send({"i": i}, [b"r" * i] if i % 2 else ())
+        assert _CountingSocket.sendmsgs == 0          # nothing written inside the iteration
+        await _until(lambda: len(got) == 5)
+        assert _CountingSocket.sendmsgs == 1
+        assert [m["i"] for m in got] == list(range(5))
+        assert [bytes(m["raw"][0]) for m in got if "raw" in m] == [b"r", b"rrr"]
+        la.send({"i": 5})                             # a later iteration: another write
+        await _until(lambda: len(got) == 6)
+        assert _CountingSocket.sendmsgs == 2 and la.bytes_sent == lb.bytes_received
+    asyncio.run(run())
+
+
+def test_batched_small_and_large_frames_past_the_iov_limit_keep_their_order():
+    async def run():
+        got = []
+        la, lb = _batched_pair(got, loop=asyncio.get_running_loop())
+        big = bytes(range(256)) * 4096                # 1 MiB
+        n = ipc.IOV_CHUNKS                            # 4 chunks each: past one sendmsg's limit
+        for i in range(n):
+            la.send({"i": i}, [memoryview(big)[:i * 4000], b"t"])
+        await _until(lambda: len(got) == n, timeout=20)
+        assert [m["i"] for m in got] == list(range(n))
+        assert all(bytes(m["raw"][0]) == big[:m["i"] * 4000] for m in got)
+        assert la.bytes_sent == lb.bytes_received and not la.out
+    asyncio.run(run())
+
+
+def test_close_while_batched_drops_the_frames_and_the_write():
+    async def run():
+        got, closed = [], []
+        la, lb = _batched_pair(got, closed, loop=asyncio.get_running_loop())
+        la.send({"i": 1})
+        la.send({"i": 2})
+        la.close()
+        with pytest.raises(ConnectionError):
+            la.send({"i": 3})
+        await _until(lambda: closed)                  # the peer sees EOF, and no frame
+        assert not got and _CountingSocket.sendmsgs == 0
+    asyncio.run(run())
+
+
+def test_flush_and_fds_write_the_batched_frames_first():
+    async def run():
+        got = []
+        la, lb = _batched_pair(got, pass_fds=True)
+        loop = asyncio.get_running_loop()
+        la.attach(loop)
+        la.send({"i": 1})
+        la.send({"i": 2})
+        la.flush(1)                                   # no loop iteration needed
+        assert _CountingSocket.sendmsgs == 1 and not la._batched
+        la.send({"i": 3})
+        r, w = os.pipe()
+        la.send({"i": 4}, fds=[w])                    # written now, after frame 3
+        assert _CountingSocket.sendmsgs == 3
+        lb.attach(loop)
+        await _until(lambda: len(got) == 4)
+        assert [m["i"] for m in got] == [1, 2, 3, 4]
+        fd = lb.take_fd()
+        os.close(w), os.close(fd), os.close(r)
+        await asyncio.sleep(0)                        # the scheduled batch finds nothing
+        assert _CountingSocket.sendmsgs == 3
+        la.send({"i": 5})
+        la.write_batched()                            # written now (an owner closing)
+        la.close()
+        await _until(lambda: len(got) == 5)
+        assert _CountingSocket.sendmsgs == 4 and got[-1] == {"i": 5}
+    asyncio.run(run())
+
+
+def test_an_unbatched_channel_writes_in_send():
+    async def run():
+        a, b = socket.socketpair()
+        _CountingSocket.sendmsgs = 0
+        la = Channel(_CountingSocket(a.family, a.type, fileno=a.detach()), lambda m: None)
+        la.attach(asyncio.get_running_loop())
+        la.send({"i": 1})
+        assert _CountingSocket.sendmsgs == 1
+        la.close(), b.close()
+    asyncio.run(run())

@@ -412,3 +412,83 @@ def test_describe_producers_split_by_owner_keeps_request_order():
     merged = merge_partitions(req, spec, [answer(parts[1]), answer(parts[0])])
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
             for t in merged["topics"]] == [("a", [3, 0, 1]), ("b", [2])]
+
+
+def test_place_counts_like_count_and_answers_like_owner():
+    """`place` (Fetch's front): one pass that counts each occurrence of a partition
+    that exists and gives each key its `owner`; placement answers are cached per table."""
+    r, B = _counting_router({"a": 4})
+    calls = []
+
+    def owner(t, p):
+        calls.append((t, p))
+        return p % 2
+    B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(owner)})()
+    r.peers[1] = _Link()
+    keys = [("a", 1), ("a", 2), ("a", 1), ("a", 9), ("nope", 0)]
+    assert r.place(keys) == {("a", 1): 1, ("a", 2): 0, ("a", 9): 0, ("nope", 0): 0}
+    assert r.partition_requests == {("a", 1): 2, ("a", 2): 1}
+    assert [r.owner(*k) for k in keys] == [1, 0, 1, 0, 0]
+    assert calls == [("a", 1), ("a", 2)]               # cached: asked once each
+    r.peers[1].closed = True                           # an unreachable owner: here
+    assert r.place([("a", 1)]) == {("a", 1): 0} and r.owner("a", 1) == 0
+    r.peers[1].closed = False
+    B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(lambda t, p: 0)})()
+    assert r.owner("a", 1) == 0                        # a new table: asked again
+    B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(owner)})()
+    assert r.owner("a", 1) == 1
+    B.metadata = _md_with_partitions({})               # "a" deleted: new metadata
+    before = dict(r.partition_requests)
+    assert r.place([("a", 1)]) == {("a", 1): 0} and r.owner("a", 1) == 0
+    assert r.partition_requests == before
+
+
+def test_fetch_subrequest_of_an_incremental_session_says_what_the_client_knows():
+    seen = CachedPartition("a", b"\1" * 16, 1, 5, 1000)
+    seen.must_respond(0, 9, 8, 2, False)               # last answered: hw 9, lso 8, start 2
+    new = CachedPartition("a", b"\1" * 16, 2, 0, 1000)
+    req = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 100,
+           "session_id": 77, "session_epoch": 3, "topics": []}
+    parts = fetch_subrequest(req, 12, [seen, new], 50, 0, 1, known=True)["topics"][0]["partitions"]
+    assert parts[0]["known"] == (9, 8, 2) and "known" not in parts[1]
+    parts = fetch_subrequest(req, 12, [seen, new], 50, 0, 1)["topics"][0]["partitions"]
+    assert "known" not in parts[0]
+
+
+def test_complete_answers_an_owners_parked_fetch_part_now(tmp_path):
+    """A front that has its answer elsewhere sends `complete`: the owner force-completes
+    the part it parked (found on its first partition's watch list as it parked, not
+    someone else's op there) and answers it without waiting for max_wait_ms."""
+    from tests.workers.test_txn_fetch import TOPIC, MiniBroker, fetch_req
+    from workers.handler_errors import run_guarded
+    from workers.handlers import fetch
+    from workers.router import Router
+
+    async def run():
+        broker = MiniBroker(tmp_path)
+        broker.requests_served = 0
+        r = Router(broker, lambda ctx, body: run_guarded(fetch.handle, broker, ctx, body))
+        r.loop = asyncio.get_running_loop()
+        link = r.peers[0] = _Link()
+
+        def part(rid):
+            return {"op": "req", "id": rid, "api_key": K.FETCH, "version": 11, "client_id": "c",
+                    "client_host": "h", "body": fetch_req(0, 0, max_wait_ms=600_000),
+                    "keys": [(TOPIC, 0)]}
+        r.on_message(0, part(1))
+        r.on_message(0, part(2))
+        assert len(broker.fetch_purgatory) == 2 and not link.sent
+        r.on_message(0, {"op": "complete", "id": 2})
+        for _ in range(20):
+            if link.sent:
+                break
+            await asyncio.sleep(0)
+        (reply,) = link.sent
+        assert reply["id"] == 2 and reply["body"]["responses"][0]["partitions"][0]["records"] == []
+        assert len(broker.fetch_purgatory) == 1 and (0, 2) not in r.serving
+        r.on_message(0, {"op": "complete", "id": 2})      # again, or unknown: nothing
+        r.on_message(0, {"op": "complete", "id": 9})
+        await asyncio.sleep(0)
+        assert len(link.sent) == 1 and len(broker.fetch_purgatory) == 1
+        broker.close()
+    asyncio.run(run())

@@ -5,7 +5,11 @@ The front keeps the incremental fetch session (KIP-227) and resolves which parti
 the request reads; it reads its own partitions itself and forwards the others as
 *sessionless* Fetch requests (session_epoch -1, `router.fetch_subrequest`) with a share
 of `max_bytes`. Owners answer FileSlices with fd=-1; each answer's slices are pinned to
-this connection's handles as it arrives (`pin_records`, workers/payloads.py).
+this connection's handles as it arrives (`pin_records`, workers/payloads.py). The parts
+of an incremental session tell the owner what the client last saw of each partition,
+and the owner answers only the partitions with news (`payloads.drop_unchanged`): the
+others are filled in here as unchanged (`as_known`), and the session's response leaves
+them out.
 
 Long polling: the parts are forwarded with the request's max_wait_ms/min_bytes, each
 owner parks its part in its own fetch purgatory (woken by its appends); the local part
@@ -34,9 +38,9 @@ def fan_out(router, ctx, req, handle):
         s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
         if s is not None:
             reads.extend(s.partitions)
-    router.count(reads)
+    owners = router.place(reads)      # counted for placement balancing, and placed
     me = router.me
-    if all(router.owner(t, p) == me for t, p in reads):
+    if all(w == me for w in owners.values()):
         return handle(broker, ctx, req)
     fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
                                              requested, forgotten,
@@ -48,7 +52,8 @@ def fan_out(router, ctx, req, handle):
     plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
     groups: dict[int, list] = {}
     for cp in fctx.partitions:
-        groups.setdefault(router.owner(cp.topic, cp.partition), []).append(cp)
+        w = owners.get((cp.topic, cp.partition))
+        groups.setdefault(router.owner(cp.topic, cp.partition) if w is None else w, []).append(cp)
     budget = max(1, plan.max_bytes // max(1, len(groups)))
     part_req = {**req, "max_bytes": budget}
 
@@ -65,14 +70,22 @@ def fan_out(router, ctx, req, handle):
             news = True
     wait_ms = 0 if (news or plan.max_wait_ms <= 0) else plan.max_wait_ms
     remote: dict = {}
+    known = fctx.incremental
+    # an incremental session's partitions an owner leaves out of its answer (nothing
+    # new: `payloads.drop_unchanged`) are answered as the client was last told, which
+    # the session's response leaves out in turn
+    unchanged: set[tuple] = set()
     for w, cps in groups.items():
-        sub = fetch_subrequest(req, version, cps, budget, wait_ms, plan.min_bytes)
-        fut = router.forward(w, ctx, sub, keys=[(cp.topic, cp.partition) for cp in cps])
+        sub = fetch_subrequest(req, version, cps, budget, wait_ms, plan.min_bytes, known)
+        # keys: where the owner finds the part's op if it parks (it watches them all)
+        fut = router.forward(w, ctx, sub, keys=[(cps[0].topic, cps[0].partition)])
         if fut is None:
             for cp, data in read_here(cps):
                 found[(cp.topic, cp.partition)] = data
         else:
             remote[w] = (fut, cps)
+            if known:
+                unchanged.update((cp.topic, cp.partition) for cp in cps)
     local_op = None
     local_fut = None
     if local_plan is not None:
@@ -85,7 +98,10 @@ def fan_out(router, ctx, req, handle):
     def assemble():
         results = []
         for cp in fctx.partitions:
-            data = found.get((cp.topic, cp.partition))
+            key = (cp.topic, cp.partition)
+            data = found.get(key)
+            if data is None and key in unchanged:
+                data = as_known(cp, plan.isolation_level)
             if data is None:
                 data = read_here([cp])[0][1]
             results.append((cp, data))
@@ -121,6 +137,8 @@ def fan_out(router, ctx, req, handle):
                             found[(cp.topic, cp.partition)] = data
                     else:
                         got = fetch_has_news(body)
+                        if body.get("error_code"):      # a failed part: nothing assumed
+                            unchanged.difference_update((cp.topic, cp.partition) for cp in cps)
                         collect(broker, body, version, found, ctx.connection)
                 if got and not completed:
                     completed = True
@@ -131,6 +149,20 @@ def fan_out(router, ctx, req, handle):
                             router.send_complete(w2, other.rid)
         return assemble()
     return finish()
+
+
+def as_known(cp, isolation_level: int) -> dict | None:
+    """The answer of session partition `cp` as the client was last told it (the
+    session's cached offsets, no records); None if it was never told (the owner
+    always answers those: `router.fetch_subrequest` sends no "known" for them)."""
+    if cp.last_high_watermark < 0:
+        return None
+    return {"partition_index": cp.partition, "error_code": 0,
+            "high_watermark": cp.last_high_watermark,
+            "last_stable_offset": cp.last_stable_offset,
+            "log_start_offset": cp.last_log_start_offset,
+            "aborted_transactions": None if isolation_level == 0 else [],
+            "preferred_read_replica": -1, "records": []}
 
 
 def collect(broker, body: dict, version: int, found: dict, conn=None) -> None:

@@ -31,6 +31,10 @@ class FakeRouter:
     def count(self, keys):
         self.counted.extend(keys)
 
+    def place(self, keys):
+        self.count(keys)
+        return {k: self.owner(*k) for k in keys}
+
     def forward(self, wid, ctx, body, keys=None):
         if not self.reachable:
             return None
@@ -119,3 +123,49 @@ def test_long_poll_first_answer_completes_the_other_parts(broker):
     resp = asyncio.run(run())
     parts = resp["responses"][0]["partitions"]
     assert [p["partition_index"] for p in parts] == [0, 1] and parts[0]["records"]
+
+
+def test_an_incremental_session_hears_only_what_changed_from_the_owner(broker):
+    """An incremental session's part tells the owner what the client last saw of each
+    partition ("known"); the owner leaves out the partitions with nothing new, which
+    the session's response leaves out too (the front fills them in as unchanged)."""
+    router = FakeRouter(broker)
+
+    def owner_answer(hw, records=()):
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+            {"topic": TOPIC, "partitions": [{"partition_index": 1, "error_code": 0,
+                                              "high_watermark": hw, "last_stable_offset": hw,
+                                              "log_start_offset": 0, "records": list(records)}]}]}
+
+    async def fetch(req, answer):
+        result = fan_out(router, ctx(1, 11), req, never)
+        wid, sub, fut = router.forwarded[-1]
+        if answer is not None:
+            fut.set_result(answer)
+        return sub, await result
+
+    async def run():
+        full = two_partitions()
+        full["session_epoch"] = 0                       # a new session: a full answer
+        sub, resp = await fetch(full, owner_answer(9))
+        assert "known" not in sub["topics"][0]["partitions"][0]
+        assert [p["partition_index"] for p in resp["responses"][0]["partitions"]] == [0, 1]
+        sid = resp["session_id"]
+        assert sid
+
+        def incremental(epoch):
+            return {**fetch_req(0, 0), "topics": [], "session_id": sid, "session_epoch": epoch}
+        sub, resp = await fetch(incremental(1), {"throttle_time_ms": 0, "error_code": 0,
+                                                 "session_id": 0, "responses": []})
+        (p,) = sub["topics"][0]["partitions"]
+        assert p["partition"] == 1 and p["known"] == (9, 9, 0)
+        assert resp["session_id"] == sid and resp["responses"] == []     # nothing new
+        sub, resp = await fetch(incremental(2), owner_answer(10, [b"x"]))
+        assert [(p["partition_index"], p["high_watermark"])
+                for p in resp["responses"][0]["partitions"]] == [(1, 10)]
+        # a failed part assumes nothing: its partitions are answered as read here
+        sub, resp = await fetch(incremental(3), {"throttle_time_ms": 0, "error_code": 58,
+                                                 "session_id": 0, "responses": []})
+        assert sub["topics"][0]["partitions"][0]["known"] == (10, 10, 0)
+        assert [p["partition_index"] for p in resp["responses"][0]["partitions"]] == [1]
+    asyncio.run(run())
