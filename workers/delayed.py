@@ -63,6 +63,8 @@ class DelayedFetch(DelayedOperation):
     `isolation_level`, `replica_id`, `min_bytes`, `max_wait_ms`, `read_all()`,
     `response(results)`."""
 
+    recheck_after_watch = False     # try_complete only reads, and reads nothing else
+
     def __init__(self, plan, future: asyncio.Future):
         super().__init__(plan.max_wait_ms)
         self.plan = plan
@@ -76,24 +78,52 @@ class DelayedFetch(DelayedOperation):
         self.start_lso = {}
         # followers wait for appended bytes, consumers for committed ones (the HW moved)
         self.counter = "bytes_appended" if plan.replica_id >= 0 else "bytes_committed"
+        # what each partition counted at its last check, and their sum: a check of one
+        # key (`try_complete_key`) recounts that partition only
+        self.counted = {}
+        self.accumulated = 0
+        partition = broker.partition
         for cp in plan.fctx.partitions:
-            p = broker.partition(cp.topic, cp.partition)
+            p = partition(cp.topic, cp.partition)
             self.start_bytes[(cp.topic, cp.partition)] = getattr(p, self.counter) if p else 0
             if self.committed:
                 self.start_lso[(cp.topic, cp.partition)] = p.last_stable_offset if p else -1
 
+    def _count(self, key, p) -> int:
+        """What partition `p` at `key` counts towards min_bytes now."""
+        if self.committed and p.last_stable_offset <= self.start_lso[key]:
+            return 0
+        return getattr(p, self.counter) - self.start_bytes[key]
+
     def try_complete(self) -> bool:
-        broker = self.plan.broker
+        partition = self.plan.broker.partition
         accumulated = 0
-        for key, start in self.start_bytes.items():
-            p = broker.partition(*key)
+        for key in self.start_bytes:
+            p = partition(*key)
             if p is None or p.closed:
                 return self.force_complete()
-            if self.committed and p.last_stable_offset <= self.start_lso[key]:
-                continue
-            accumulated += getattr(p, self.counter) - start
+            self.counted[key] = n = self._count(key, p)
+            accumulated += n
             if accumulated >= self.plan.min_bytes:
                 return self.force_complete()
+        self.accumulated = accumulated
+        return False
+
+    def try_complete_key(self, key) -> bool:
+        """`try_complete` after a change of `key` only: the other partitions count
+        what they counted at their last check (every change of a partition's bytes,
+        LSO or presence is followed by a check of its key), so a wake-up costs one
+        partition, not every partition the fetch reads."""
+        if key not in self.start_bytes:
+            return self.try_complete()
+        p = self.plan.broker.partition(*key)
+        if p is None or p.closed:
+            return self.force_complete()
+        n = self._count(key, p)
+        self.accumulated += n - self.counted.get(key, 0)
+        self.counted[key] = n
+        if self.accumulated >= self.plan.min_bytes:
+            return self.force_complete()
         return False
 
     def on_expiration(self) -> None:

@@ -57,6 +57,11 @@ class DelayedOperation(TimerTask):
 
     __slots__ = ("_completed", "_purgatory")
 
+    # False for an op whose try_complete, when it does not complete, changes nothing
+    # another op could see (DelayedFetch): then the check after watching, which is
+    # there for events raised by a try_complete, cannot find anything new
+    recheck_after_watch = True
+
     def __init__(self, delay_ms: int):
         super().__init__(delay_ms)
         self._completed = False
@@ -81,6 +86,11 @@ class DelayedOperation(TimerTask):
     def try_complete(self) -> bool:
         """If the op can complete now, ``return self.force_complete()``; else False."""
         raise NotImplementedError
+
+    def try_complete_key(self, key: Hashable) -> bool:
+        """``try_complete`` when ``key`` changed (``check_and_complete(key)``): an op
+        may check only what ``key`` changed (DelayedFetch, of many partitions)."""
+        return self.try_complete()
 
     def on_complete(self) -> None:
         """The completion logic (send the response); runs exactly once."""
@@ -131,7 +141,7 @@ class Purgatory:
                 self._pending += 1
             for key in keys:
                 self._watchers.setdefault(key, {})[op] = None
-            if op.try_complete():
+            if op.recheck_after_watch and op.try_complete():
                 return True
         if not op.is_completed:
             if self.timer_enabled:
@@ -150,7 +160,7 @@ class Purgatory:
             return 0
         completed = 0
         for op in list(ops):
-            if not op.is_completed and op.try_complete():
+            if not op._completed and op.try_complete_key(key):
                 completed += 1
             if op.is_completed:
                 self._unwatch(key, op)

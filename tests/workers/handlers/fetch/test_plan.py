@@ -93,3 +93,20 @@ def test_plan_of_a_follower_reads_by_replica_id(broker):
     plan = FetchPlan(broker, types.SimpleNamespace(api_version=11),
                      {**fetch_req(0, 0), "replica_id": 7}, FetchContext([cp(0)], None, False), {})
     assert plan.replica_id == 7
+
+
+@pytest.mark.parametrize("isolation", [0, 1])
+def test_a_caught_up_consumer_reads_as_the_full_path_answers(broker, isolation):
+    produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+    hw = broker.partition(TOPIC, 0).high_watermark
+    cps = lambda: [cp(0, offset=hw), cp(1), cp(0, offset=0), cp(0, offset=hw, epoch=0)]  # noqa: E731
+
+    def reads(version):
+        plan = FetchPlan(broker, ctx(1, version), fetch_req(0, isolation),
+                         FetchContext(cps(), None, False), {})
+        return [(c.partition, d) for c, d in plan.read_all()[0]]
+    # v11: the caught-up shortcut; v9: every partition through the full read
+    fast, full = reads(11), reads(9)
+    assert fast[0] == full[0] and fast[1] == full[1] and fast[3] == full[3]
+    assert fast[0][1]["records"] == [] and fast[0][1]["high_watermark"] == hw
+    assert fast[2][1]["records"]           # behind: read from the log
