@@ -2,7 +2,8 @@
 what a Produce, Fetch or DeleteRecords waits for when it cannot answer at once.
 
 * `DelayedProduce` (acks=-1, in `broker.produce_purgatory`, keyed by partition): done
-  when every partition's high watermark passed the last offset appended. Also used by
+  when every partition's high watermark passed the last offset appended (`satisfied`;
+  the Produce handler answers at once, without an operation, when it already is). Also used by
   WriteTxnMarkers and the coordinators' internal appends (workers/coordinator_log.py).
 * `DelayedFetch` (in `broker.fetch_purgatory`, keyed by partition): done when the bytes
   appended (followers) or committed (consumers) since it parked reach `min_bytes`; it
@@ -34,23 +35,36 @@ class DelayedProduce(DelayedOperation):
         self.response = response
         self.future = future
 
-    def try_complete(self) -> bool:
-        for p, last_offset, _ in self.waiting:
+    @staticmethod
+    def satisfied(waiting: list) -> bool:
+        """Every partition's high watermark passed its last offset, or the partition
+        is no longer led here (its error is then NOT_LEADER_OR_FOLLOWER)."""
+        for p, last_offset, _ in waiting:
             if p.high_watermark <= last_offset and not p.closed and p.is_leader:
                 return False
-        return self.force_complete()
+        return True
 
-    def on_expiration(self) -> None:
-        pass  # on_complete already marked the partitions that did not make it
-
-    def on_complete(self) -> None:
-        for p, last_offset, result in self.waiting:
+    @staticmethod
+    def settle(waiting: list) -> None:
+        """Each partition's error code, once it is done (or timed out)."""
+        for p, last_offset, result in waiting:
             if not p.is_leader or (p.closed and p.high_watermark <= last_offset):
                 result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif p.high_watermark <= last_offset:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             elif p.replicated and len(p.maximal_isr) < p.min_isr:
                 result["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+    def try_complete(self) -> bool:
+        if not self.satisfied(self.waiting):
+            return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        pass  # on_complete already marked the partitions that did not make it
+
+    def on_complete(self) -> None:
+        self.settle(self.waiting)
         if not self.future.done():
             self.future.set_result(self.response)
 

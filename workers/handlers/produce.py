@@ -3,8 +3,9 @@
 Per partition: validate and append the batch to the owner's log (offsets assigned in
 place, CRC checked, idempotent producer state checked), then answer according to acks:
 0 no response at all, 1 once the leader appended, -1 once the high watermark covers the
-batch (a DelayedProduce, workers/delayed.py, in the produce purgatory, expired after
-`timeout_ms` with REQUEST_TIMED_OUT). Errors are per partition; the request never fails as a whole except
+batch (at once when it already does, as with one replica; else a DelayedProduce,
+workers/delayed.py, in the produce purgatory, expired after `timeout_ms` with
+REQUEST_TIMED_OUT). Errors are per partition; the request never fails as a whole except
 for bad acks (INVALID_REQUIRED_ACKS on every partition).
 
 Record formats (storage/convert.py): v0-v2 may carry magic 0/1 message sets, converted
@@ -163,6 +164,11 @@ def _produce(broker, ctx, req, codes: dict):
             raise ConnectionAbortedError("acks=0 produce failed")
         return None
     if acks == 1 or not waiting:
+        return response
+    if DelayedProduce.satisfied(waiting):
+        # one replica, or followers already caught up: answered now, as the operation
+        # would have completed on its first try, without a future to await
+        DelayedProduce.settle(waiting)
         return response
     future = asyncio.get_running_loop().create_future()
     op = DelayedProduce(req["timeout_ms"], waiting, response, future)
