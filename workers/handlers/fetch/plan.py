@@ -50,10 +50,11 @@ def requested_partitions(broker, req, version) -> tuple[list[CachedPartition], l
             topic = broker.metadata.topics.get(name)
             topic_id = topic.topic_id if topic else ZERO_UUID
         for p in t["partitions"]:
-            requested.append(CachedPartition(
+            get = p.get
+            requested.append(CachedPartition(     # positional: the cheapest call, per partition
                 name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
-                p.get("log_start_offset", -1), p.get("current_leader_epoch", -1),
-                last_fetched_epoch=p.get("last_fetched_epoch", -1)))
+                get("log_start_offset", -1), get("current_leader_epoch", -1), -1, -1, -1,
+                get("last_fetched_epoch", -1)))
     forgotten = []
     for t in req.get("forgotten_topics_data") or ():
         name = broker.topic_name_for_id(t["topic_id"]) if version >= 13 else t["topic"]

@@ -110,3 +110,17 @@ def test_a_caught_up_consumer_reads_as_the_full_path_answers(broker, isolation):
     assert fast[0] == full[0] and fast[1] == full[1] and fast[3] == full[3]
     assert fast[0][1]["records"] == [] and fast[0][1]["high_watermark"] == hw
     assert fast[2][1]["records"]           # behind: read from the log
+
+
+def test_requested_partitions_carry_every_field_of_the_request(broker):
+    req = {"topics": [{"topic": TOPIC, "partitions": [
+        {"partition": 1, "fetch_offset": 5, "partition_max_bytes": 10, "log_start_offset": 2,
+         "current_leader_epoch": 3, "last_fetched_epoch": 4},
+        {"partition": 0, "fetch_offset": 6, "partition_max_bytes": 11}]}]}
+    (a, b), _, _ = requested_partitions(broker, req, 12)
+    assert (a.topic, a.topic_id, a.partition, a.fetch_offset, a.max_bytes, a.log_start_offset,
+            a.current_leader_epoch, a.last_fetched_epoch) == (TOPIC, TOPIC_ID, 1, 5, 10, 2, 3, 4)
+    assert (b.log_start_offset, b.current_leader_epoch, b.last_fetched_epoch) == (-1, -1, -1)
+    for c in (a, b):        # what the session remembers starts unknown
+        assert (c.last_high_watermark, c.last_stable_offset, c.last_log_start_offset) == \
+            (-1, -1, -1)
