@@ -29,15 +29,20 @@ transaction on the partition (storage/producer_state.py).
 from __future__ import annotations
 
 import asyncio
+import struct
 
 from mpbroker.protocol.errors import ErrorCode
 from mpbroker.metadata.model import INTERNAL_TOPICS
 from storage import convert
 from storage import errors as serr
-from storage.batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK, RecordBatch, batch_magic
+from storage.batch import (ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC, PRODUCER_ID_OFFSET,
+                           TRANSACTIONAL_MASK, batch_magic)
 
 from workers.answers import later, settle
 from workers.delayed import DelayedProduce
+
+_ATTRIBUTES = struct.Struct(">h")
+_PRODUCER = struct.Struct(">qh")        # producer id, producer epoch (adjacent)
 
 
 def _partition_result(index, error_code, base_offset=-1, log_append_time_ms=-1,
@@ -67,9 +72,12 @@ def append_one(broker, topic: str, index: int, records, version: int, transactio
     try:
         # every record validated (storage/validator.py), v0-v2 magic 0/1 sets converted,
         # batches recompressed to the topic's compression.type (storage/convert.py)
-        info = p.append(convert.prepare_produce(
-            records, version, p.log.config, broker.clock(),
-            broker.config["produce.record.validation.enable"]))
+        validate = broker.config["produce.record.validation.enable"]
+        payload = convert.prepare_produce(records, version, p.log.config, broker.clock(),
+                                          validate)
+        # the validator checked these very batches as the log would (CRC, framing, the
+        # client rules): not twice; converted or recompressed bytes are checked again
+        info = p.append(payload, validated=validate and payload is records)
     except serr.StorageError as e:
         rec_errors = [{"batch_index": i, "batch_index_error_message": m}
                       for i, m in getattr(e, "record_errors", None) or ()]
@@ -86,12 +94,12 @@ def transactional_batch(records) -> tuple[int, int] | None:
     try:
         if records is None or len(records) < HEADER_SIZE or batch_magic(records) != MAGIC:
             return None
-        h = RecordBatch(memoryview(records)[:HEADER_SIZE]).header()
+        # the header fields read in place (every partition of every Produce asks)
+        if not _ATTRIBUTES.unpack_from(records, ATTRIBUTES_OFFSET)[0] & TRANSACTIONAL_MASK:
+            return None
+        return _PRODUCER.unpack_from(records, PRODUCER_ID_OFFSET)
     except Exception:
         return None         # unreadable framing: the append answers it
-    if not h.attributes & TRANSACTIONAL_MASK:
-        return None
-    return h.producer_id, h.producer_epoch
 
 
 def _txn_checks(broker, req) -> dict:
