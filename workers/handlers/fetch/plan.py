@@ -212,24 +212,24 @@ class FetchPlan:
         return data
 
     def response(self, results) -> dict:
-        by_topic: dict = {}
-        order = []
+        fctx = self.fctx
+        # a full fetch without a session (librdkafka's, every time) carries every
+        # partition and leaves nothing to remember: no per-partition session bookkeeping
+        include = fctx.include if fctx.incremental or fctx.session is not None else None
+        by_id = self.version >= 13
+        by_topic: dict = {}         # topic (id) -> its partition dicts, in request order
         for cp, data in results:
-            has_records = bool(data["records"])
-            if not self.fctx.include(cp, data["error_code"], data["high_watermark"],
-                                     data["last_stable_offset"], data["log_start_offset"],
-                                     has_records, "diverging_epoch" in data):
+            if include is not None and not include(
+                    cp, data["error_code"], data["high_watermark"], data["last_stable_offset"],
+                    data["log_start_offset"], bool(data["records"]), "diverging_epoch" in data):
                 continue
-            key = cp.topic_id if self.version >= 13 else cp.topic
-            if key not in by_topic:
-                by_topic[key] = []
-                order.append(key)
-            by_topic[key].append(data)
-        responses = []
-        for key in order:
-            t = {"partitions": by_topic[key]}
-            t["topic_id" if self.version >= 13 else "topic"] = key
-            responses.append(t)
+            key = cp.topic_id if by_id else cp.topic
+            parts = by_topic.get(key)
+            if parts is None:
+                parts = by_topic[key] = []
+            parts.append(data)
+        name = "topic_id" if by_id else "topic"
+        responses = [{"partitions": parts, name: key} for key, parts in by_topic.items()]
         for topic_id, parts in self.unknown_ids.items():
             responses.append({"topic_id": topic_id, "partitions": [
                 {"partition_index": i, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,

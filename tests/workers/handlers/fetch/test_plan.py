@@ -124,3 +124,22 @@ def test_requested_partitions_carry_every_field_of_the_request(broker):
     for c in (a, b):        # what the session remembers starts unknown
         assert (c.last_high_watermark, c.last_stable_offset, c.last_log_start_offset) == \
             (-1, -1, -1)
+
+
+def test_a_sessionless_response_carries_every_partition_by_topic_in_order(broker):
+    cps = [cp(1), cp(0)]
+    plan = FetchPlan(broker, ctx(1, 12), fetch_req(0, 0), FetchContext(cps, None, False), {})
+    resp = plan.response(plan.read_all()[0])
+    (topic,) = resp["responses"]
+    assert topic["topic"] == TOPIC and [p["partition_index"] for p in topic["partitions"]] == [1, 0]
+    assert resp["session_id"] == 0
+    assert all(c.last_high_watermark == -1 for c in cps)    # nothing kept: no session
+
+
+def test_a_session_response_remembers_what_it_answered(broker):
+    session = types.SimpleNamespace(session_id=7, partitions={})
+    cps = [cp(0)]
+    plan = FetchPlan(broker, ctx(1, 12), fetch_req(0, 0), FetchContext(cps, session, False), {})
+    resp = plan.response(plan.read_all()[0])
+    assert resp["session_id"] == 7 and len(resp["responses"][0]["partitions"]) == 1
+    assert cps[0].last_high_watermark == 0 and cps[0].last_stable_offset == 0
