@@ -7,7 +7,9 @@ what a Produce, Fetch or DeleteRecords waits for when it cannot answer at once.
   WriteTxnMarkers and the coordinators' internal appends (workers/coordinator_log.py).
 * `DelayedFetch` (in `broker.fetch_purgatory`, keyed by partition): done when the bytes
   appended (followers) or committed (consumers) since it parked reach `min_bytes`; it
-  then reads again through its plan (workers/handlers/fetch/plan.py).
+  then reads again through its plan (workers/handlers/fetch/plan.py). A check of one
+  key recounts that partition only (`try_complete_key`): every change of a partition's
+  counters, LSO or presence is followed by `check_and_complete` of its key.
 * `DelayedDeleteRecords` (in `broker.delete_records_purgatory`): done when the low
   watermark of every partition reached the DeleteRecords target.
 

@@ -8,7 +8,8 @@ members. It completes exactly once, either
 
 * by an external event: the owner calls ``purgatory.check_and_complete(key)``
   when something about ``key`` (a partition, a group) changed, and the
-  operation's ``try_complete()`` finds it can finish now; or
+  operation's ``try_complete_key(key)`` (``try_complete()`` unless the op can
+  recheck that key alone) finds it can finish now; or
 * by timeout: the operation is a ``TimerTask`` on the worker's timing wheel;
   when it expires ``run()`` force-completes it and calls ``on_expiration()``.
 
@@ -24,7 +25,8 @@ Watch lists
 if not done, put the op on the watch list of every key, then try once more (a
 triggering event between the first try and the watch would otherwise be
 missed: with one thread no such event can arrive, but a ``try_complete`` that
-itself triggers events can, and the check is cheap); if still not done, add it
+itself triggers events can; an op whose ``try_complete`` cannot, says so with
+``recheck_after_watch = False`` and is tried once); if still not done, add it
 to the timer. A completed op stays on the watch lists of its other keys until
 those keys are checked or a purge sweeps them: purging runs when more than
 ``purge_interval`` completed operations may still sit in watch lists
