@@ -568,6 +568,8 @@ class Log(LogRecovery, LogRetention):
 
     def _read(self, offset: int, max_bytes: int, max_offset: int | None,
               min_one_batch: bool) -> ReadInfo:
+        if max_offset is not None and max_offset >= self.next_offset:
+            max_offset = None       # no batch reaches it (a caught-up HW): no position lookup
         slices: list[FileSlice] = []
         first = None
         remaining = max_bytes

@@ -19,6 +19,8 @@ import inspect
 
 def later(answer) -> bool:
     """The answer comes later (it is an awaitable)."""
+    if answer is None or answer.__class__ is dict:    # the common answers, checked cheaply
+        return False
     return inspect.isawaitable(answer)
 
 

@@ -2,11 +2,14 @@
 what a Produce, Fetch or DeleteRecords waits for when it cannot answer at once.
 
 * `DelayedProduce` (acks=-1, in `broker.produce_purgatory`, keyed by partition): done
-  when every partition's high watermark passed the last offset appended. Also used by
+  when every partition's high watermark passed the last offset appended (`satisfied`;
+  the Produce handler answers at once, without an operation, when it already is). Also used by
   WriteTxnMarkers and the coordinators' internal appends (workers/coordinator_log.py).
 * `DelayedFetch` (in `broker.fetch_purgatory`, keyed by partition): done when the bytes
   appended (followers) or committed (consumers) since it parked reach `min_bytes`; it
-  then reads again through its plan (workers/handlers/fetch/plan.py).
+  then reads again through its plan (workers/handlers/fetch/plan.py). A check of one
+  key recounts that partition only (`try_complete_key`): every change of a partition's
+  counters, LSO or presence is followed by `check_and_complete` of its key.
 * `DelayedDeleteRecords` (in `broker.delete_records_purgatory`): done when the low
   watermark of every partition reached the DeleteRecords target.
 
@@ -34,23 +37,36 @@ class DelayedProduce(DelayedOperation):
         self.response = response
         self.future = future
 
-    def try_complete(self) -> bool:
-        for p, last_offset, _ in self.waiting:
+    @staticmethod
+    def satisfied(waiting: list) -> bool:
+        """Every partition's high watermark passed its last offset, or the partition
+        is no longer led here (its error is then NOT_LEADER_OR_FOLLOWER)."""
+        for p, last_offset, _ in waiting:
             if p.high_watermark <= last_offset and not p.closed and p.is_leader:
                 return False
-        return self.force_complete()
+        return True
 
-    def on_expiration(self) -> None:
-        pass  # on_complete already marked the partitions that did not make it
-
-    def on_complete(self) -> None:
-        for p, last_offset, result in self.waiting:
+    @staticmethod
+    def settle(waiting: list) -> None:
+        """Each partition's error code, once it is done (or timed out)."""
+        for p, last_offset, result in waiting:
             if not p.is_leader or (p.closed and p.high_watermark <= last_offset):
                 result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif p.high_watermark <= last_offset:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             elif p.replicated and len(p.maximal_isr) < p.min_isr:
                 result["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+    def try_complete(self) -> bool:
+        if not self.satisfied(self.waiting):
+            return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        pass  # on_complete already marked the partitions that did not make it
+
+    def on_complete(self) -> None:
+        self.settle(self.waiting)
         if not self.future.done():
             self.future.set_result(self.response)
 
@@ -62,6 +78,8 @@ class DelayedFetch(DelayedOperation):
     `plan` is a FetchPlan (workers/handlers/fetch/plan.py): `broker`, `fctx.partitions`,
     `isolation_level`, `replica_id`, `min_bytes`, `max_wait_ms`, `read_all()`,
     `response(results)`."""
+
+    recheck_after_watch = False     # try_complete only reads, and reads nothing else
 
     def __init__(self, plan, future: asyncio.Future):
         super().__init__(plan.max_wait_ms)
@@ -76,24 +94,61 @@ class DelayedFetch(DelayedOperation):
         self.start_lso = {}
         # followers wait for appended bytes, consumers for committed ones (the HW moved)
         self.counter = "bytes_appended" if plan.replica_id >= 0 else "bytes_committed"
+        # what each partition counted at its last check, and their sum: a check of one
+        # key (`try_complete_key`) recounts that partition only
+        self.counted = {}
+        self.accumulated = 0
+        partition = broker.partition
+        start_bytes, start_lso, counter = self.start_bytes, self.start_lso, self.counter
         for cp in plan.fctx.partitions:
-            p = broker.partition(cp.topic, cp.partition)
-            self.start_bytes[(cp.topic, cp.partition)] = getattr(p, self.counter) if p else 0
+            topic, index = cp.topic, cp.partition
+            p = partition(topic, index)
+            start_bytes[(topic, index)] = getattr(p, counter) if p else 0
             if self.committed:
-                self.start_lso[(cp.topic, cp.partition)] = p.last_stable_offset if p else -1
+                start_lso[(topic, index)] = p.last_stable_offset if p else -1
+
+    def _count(self, key, p) -> int:
+        """What partition `p` at `key` counts towards min_bytes now."""
+        if self.committed and p.last_stable_offset <= self.start_lso[key]:
+            return 0
+        return getattr(p, self.counter) - self.start_bytes[key]
 
     def try_complete(self) -> bool:
-        broker = self.plan.broker
+        partition = self.plan.broker.partition
+        min_bytes, counted, counter = self.plan.min_bytes, self.counted, self.counter
+        committed, start_lso = self.committed, self.start_lso
         accumulated = 0
         for key, start in self.start_bytes.items():
-            p = broker.partition(*key)
+            p = partition(*key)
             if p is None or p.closed:
                 return self.force_complete()
-            if self.committed and p.last_stable_offset <= self.start_lso[key]:
-                continue
-            accumulated += getattr(p, self.counter) - start
-            if accumulated >= self.plan.min_bytes:
+            # as _count, inline: this loop runs over every partition at each park
+            if committed and p.last_stable_offset <= start_lso[key]:
+                n = 0
+            else:
+                n = getattr(p, counter) - start
+            counted[key] = n
+            accumulated += n
+            if accumulated >= min_bytes:
                 return self.force_complete()
+        self.accumulated = accumulated
+        return False
+
+    def try_complete_key(self, key) -> bool:
+        """`try_complete` after a change of `key` only: the other partitions count
+        what they counted at their last check (every change of a partition's bytes,
+        LSO or presence is followed by a check of its key), so a wake-up costs one
+        partition, not every partition the fetch reads."""
+        if key not in self.start_bytes:
+            return self.try_complete()
+        p = self.plan.broker.partition(*key)
+        if p is None or p.closed:
+            return self.force_complete()
+        n = self._count(key, p)
+        self.accumulated += n - self.counted.get(key, 0)
+        self.counted[key] = n
+        if self.accumulated >= self.plan.min_bytes:
+            return self.force_complete()
         return False
 
     def on_expiration(self) -> None:

@@ -160,10 +160,12 @@ class Partition:
             if self.on_storage_error is not None:
                 self.on_storage_error(self, None)       # serving again: logged
 
-    def append(self, records: memoryview):
+    def append(self, records: memoryview, validated: bool = False):
+        """A client's batches (`validated`: already checked as the log checks them,
+        storage/validator.py, so the log does not again)."""
         self._check_not_moving()
         try:
-            info = self.log.append(records, self.leader_epoch)
+            info = self.log.append(records, self.leader_epoch, validate=not validated)
         except serr.KafkaStorageError as e:
             self._storage_error(e)
             raise

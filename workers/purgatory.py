@@ -8,7 +8,8 @@ members. It completes exactly once, either
 
 * by an external event: the owner calls ``purgatory.check_and_complete(key)``
   when something about ``key`` (a partition, a group) changed, and the
-  operation's ``try_complete()`` finds it can finish now; or
+  operation's ``try_complete_key(key)`` (``try_complete()`` unless the op can
+  recheck that key alone) finds it can finish now; or
 * by timeout: the operation is a ``TimerTask`` on the worker's timing wheel;
   when it expires ``run()`` force-completes it and calls ``on_expiration()``.
 
@@ -24,7 +25,8 @@ Watch lists
 if not done, put the op on the watch list of every key, then try once more (a
 triggering event between the first try and the watch would otherwise be
 missed: with one thread no such event can arrive, but a ``try_complete`` that
-itself triggers events can, and the check is cheap); if still not done, add it
+itself triggers events can; an op whose ``try_complete`` cannot, says so with
+``recheck_after_watch = False`` and is tried once); if still not done, add it
 to the timer. A completed op stays on the watch lists of its other keys until
 those keys are checked or a purge sweeps them: purging runs when more than
 ``purge_interval`` completed operations may still sit in watch lists
@@ -57,6 +59,11 @@ class DelayedOperation(TimerTask):
 
     __slots__ = ("_completed", "_purgatory")
 
+    # False for an op whose try_complete, when it does not complete, changes nothing
+    # another op could see (DelayedFetch): then the check after watching, which is
+    # there for events raised by a try_complete, cannot find anything new
+    recheck_after_watch = True
+
     def __init__(self, delay_ms: int):
         super().__init__(delay_ms)
         self._completed = False
@@ -81,6 +88,11 @@ class DelayedOperation(TimerTask):
     def try_complete(self) -> bool:
         """If the op can complete now, ``return self.force_complete()``; else False."""
         raise NotImplementedError
+
+    def try_complete_key(self, key: Hashable) -> bool:
+        """``try_complete`` when ``key`` changed (``check_and_complete(key)``): an op
+        may check only what ``key`` changed (DelayedFetch, of many partitions)."""
+        return self.try_complete()
 
     def on_complete(self) -> None:
         """The completion logic (send the response); runs exactly once."""
@@ -131,7 +143,7 @@ class Purgatory:
                 self._pending += 1
             for key in keys:
                 self._watchers.setdefault(key, {})[op] = None
-            if op.try_complete():
+            if op.recheck_after_watch and op.try_complete():
                 return True
         if not op.is_completed:
             if self.timer_enabled:
@@ -150,7 +162,7 @@ class Purgatory:
             return 0
         completed = 0
         for op in list(ops):
-            if not op.is_completed and op.try_complete():
+            if not op._completed and op.try_complete_key(key):
                 completed += 1
             if op.is_completed:
                 self._unwatch(key, op)

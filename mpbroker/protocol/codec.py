@@ -392,7 +392,11 @@ class _EncoderGen(_Gen):
         t = f.type
         nullable = f.nullable_versions.has(self.version)
         if t == "records":
-            self.emit(ind, f"b = _wrec(out, b, {x}, {flexible})")
+            # no records (a caught-up Fetch partition answers an empty list): the
+            # zero length inline, without the call
+            self.emit(ind, f"if {x}.__class__ is _list and not {x}: "
+                           + ("b.append(1)" if flexible else "b += b'\\x00\\x00\\x00\\x00'"))
+            self.emit(ind, f"else: b = _wrec(out, b, {x}, {flexible})")
         elif t in ("string", "bytes"):
             classic_fmt, null = ("h", b"\xff\xff") if t == "string" else ("i", b"\xff\xff\xff\xff")
             if nullable:

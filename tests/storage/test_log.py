@@ -283,3 +283,17 @@ def test_preallocate_sizes_the_active_file_only_when_asked(tmp_path, clock, prea
     again.close()
     assert os.path.getsize(again.active_segment.log_path) == again.active_segment.size
 
+
+
+def test_a_bound_at_or_past_the_log_end_reads_as_no_bound(tmp_path, clock):
+    log = open_log(tmp_path, clock, segment_ms=10_000)
+    for _ in range(30):
+        log.append(batch(2), 0)
+    assert len(log.segments) >= 3
+    for start in (0, 7, 58):
+        unbounded = log.read(start, 10**6)
+        for bound in (60, 61, 10**9):      # the high watermark of a caught-up log, or more
+            bounded = log.read(start, 10**6, max_offset=bound)
+            assert bounded == unbounded
+    assert log.read(60, 10**6, max_offset=60).slices == []
+    log.close()

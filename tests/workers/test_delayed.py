@@ -139,3 +139,59 @@ def test_delayed_delete_records_settles_each_partition_once():
         assert ra == {"error_code": 0, "low_watermark": 6}
         assert rb == {"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "low_watermark": -1}
     asyncio.run(run())
+
+
+def test_delayed_fetch_key_checks_recount_only_that_partition():
+    async def run():
+        a, b = FakePartition(index=0), FakePartition(index=1)
+        broker = fake_broker(a, b)
+        lookups = []
+        find = broker.partition
+        broker.partition = lambda t, i: lookups.append(i) or find(t, i)
+        op = DelayedFetch(FakePlan(broker, [a, b], min_bytes=10),
+                          asyncio.get_running_loop().create_future())
+        lookups.clear()
+        a.bytes_committed += 6
+        assert not op.try_complete_key(a.key) and lookups == [0]
+        b.bytes_committed += 3
+        assert not op.try_complete_key(b.key)
+        a.bytes_committed += 1                  # 7 + 3: the sum over both partitions
+        assert op.try_complete_key(a.key) and op.future.done()
+    asyncio.run(run())
+
+
+def test_delayed_fetch_key_check_completes_when_its_partition_went_away():
+    async def run():
+        a, b = FakePartition(index=0), FakePartition(index=1)
+        op = DelayedFetch(FakePlan(fake_broker(a, b), [a, b]),
+                          asyncio.get_running_loop().create_future())
+        assert not op.try_complete_key(b.key)
+        b.closed = True
+        assert op.try_complete_key(b.key)
+    asyncio.run(run())
+
+
+def test_delayed_fetch_key_check_read_committed_and_unknown_keys():
+    async def run():
+        p = FakePartition()
+        op = DelayedFetch(FakePlan(fake_broker(p), [p], isolation_level=1),
+                          asyncio.get_running_loop().create_future())
+        p.bytes_committed += 100
+        assert not op.try_complete_key(p.key)   # the LSO stayed: nothing counts
+        p.last_stable_offset = 3
+        assert op.try_complete_key(("t", 9))     # a key it does not read: the full check
+        assert op.future.done()
+    asyncio.run(run())
+
+
+def test_delayed_fetch_in_the_purgatory_wakes_on_its_keys():
+    async def run():
+        a, b = FakePartition(index=0), FakePartition(index=1)
+        pg, _ = purgatory()
+        op = DelayedFetch(FakePlan(fake_broker(a, b), [a, b], min_bytes=1),
+                          asyncio.get_running_loop().create_future())
+        assert not pg.try_complete_else_watch(op, list(op.start_bytes))
+        assert pg.check_and_complete(a.key) == 0
+        b.bytes_committed += 1
+        assert pg.check_and_complete(b.key) == 1 and op.future.done()
+    asyncio.run(run())

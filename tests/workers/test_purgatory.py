@@ -260,3 +260,32 @@ def test_broker_deadlines_ignore_wall_clock_jumps(tmp_path, monkeypatch):
     monkeypatch.setattr(time, "time", lambda: wall - 86_400)   # and stepped back
     b.timer.advance_clock(b.timer.clock())
     assert slow.events == [] and len(b.delete_records_purgatory) == 1
+
+
+def test_a_key_check_goes_through_try_complete_key(env):
+    clock, timer, purgatory = env
+
+    class KeyOp(Op):
+        def try_complete_key(self, key):
+            self.events.append(("key", key))
+            return super().try_complete_key(key)     # the default: try_complete
+
+    op = KeyOp(100)
+    purgatory.try_complete_else_watch(op, ["a", "b"])
+    assert op.tries == 2                     # before and after watching
+    op.ready = True
+    assert purgatory.check_and_complete("b") == 1
+    assert op.events == [("key", "b"), "complete"] and op.tries == 3
+
+
+def test_an_op_that_needs_no_recheck_is_tried_once_before_watching(env):
+    clock, timer, purgatory = env
+
+    class ReadOnlyOp(Op):
+        recheck_after_watch = False
+
+    op = ReadOnlyOp(100)
+    assert purgatory.try_complete_else_watch(op, ["a"]) is False
+    assert op.tries == 1 and purgatory.watched("a") == 1 and timer.size == 1
+    op.ready = True
+    assert purgatory.check_and_complete("a") == 1 and op.events == ["complete"]

@@ -3,8 +3,9 @@
 Per partition: validate and append the batch to the owner's log (offsets assigned in
 place, CRC checked, idempotent producer state checked), then answer according to acks:
 0 no response at all, 1 once the leader appended, -1 once the high watermark covers the
-batch (a DelayedProduce, workers/delayed.py, in the produce purgatory, expired after
-`timeout_ms` with REQUEST_TIMED_OUT). Errors are per partition; the request never fails as a whole except
+batch (at once when it already does, as with one replica; else a DelayedProduce,
+workers/delayed.py, in the produce purgatory, expired after `timeout_ms` with
+REQUEST_TIMED_OUT). Errors are per partition; the request never fails as a whole except
 for bad acks (INVALID_REQUIRED_ACKS on every partition).
 
 Record formats (storage/convert.py): v0-v2 may carry magic 0/1 message sets, converted
@@ -28,15 +29,20 @@ transaction on the partition (storage/producer_state.py).
 from __future__ import annotations
 
 import asyncio
+import struct
 
 from mpbroker.protocol.errors import ErrorCode
 from mpbroker.metadata.model import INTERNAL_TOPICS
 from storage import convert
 from storage import errors as serr
-from storage.batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK, RecordBatch, batch_magic
+from storage.batch import (ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC, PRODUCER_ID_OFFSET,
+                           TRANSACTIONAL_MASK, batch_magic)
 
 from workers.answers import later, settle
 from workers.delayed import DelayedProduce
+
+_ATTRIBUTES = struct.Struct(">h")
+_PRODUCER = struct.Struct(">qh")        # producer id, producer epoch (adjacent)
 
 
 def _partition_result(index, error_code, base_offset=-1, log_append_time_ms=-1,
@@ -66,9 +72,12 @@ def append_one(broker, topic: str, index: int, records, version: int, transactio
     try:
         # every record validated (storage/validator.py), v0-v2 magic 0/1 sets converted,
         # batches recompressed to the topic's compression.type (storage/convert.py)
-        info = p.append(convert.prepare_produce(
-            records, version, p.log.config, broker.clock(),
-            broker.config["produce.record.validation.enable"]))
+        validate = broker.config["produce.record.validation.enable"]
+        payload = convert.prepare_produce(records, version, p.log.config, broker.clock(),
+                                          validate)
+        # the validator checked these very batches as the log would (CRC, framing, the
+        # client rules): not twice; converted or recompressed bytes are checked again
+        info = p.append(payload, validated=validate and payload is records)
     except serr.StorageError as e:
         rec_errors = [{"batch_index": i, "batch_index_error_message": m}
                       for i, m in getattr(e, "record_errors", None) or ()]
@@ -85,12 +94,12 @@ def transactional_batch(records) -> tuple[int, int] | None:
     try:
         if records is None or len(records) < HEADER_SIZE or batch_magic(records) != MAGIC:
             return None
-        h = RecordBatch(memoryview(records)[:HEADER_SIZE]).header()
+        # the header fields read in place (every partition of every Produce asks)
+        if not _ATTRIBUTES.unpack_from(records, ATTRIBUTES_OFFSET)[0] & TRANSACTIONAL_MASK:
+            return None
+        return _PRODUCER.unpack_from(records, PRODUCER_ID_OFFSET)
     except Exception:
         return None         # unreadable framing: the append answers it
-    if not h.attributes & TRANSACTIONAL_MASK:
-        return None
-    return h.producer_id, h.producer_epoch
 
 
 def _txn_checks(broker, req) -> dict:
@@ -163,6 +172,11 @@ def _produce(broker, ctx, req, codes: dict):
             raise ConnectionAbortedError("acks=0 produce failed")
         return None
     if acks == 1 or not waiting:
+        return response
+    if DelayedProduce.satisfied(waiting):
+        # one replica, or followers already caught up: answered now, as the operation
+        # would have completed on its first try, without a future to await
+        DelayedProduce.settle(waiting)
         return response
     future = asyncio.get_running_loop().create_future()
     op = DelayedProduce(req["timeout_ms"], waiting, response, future)

@@ -197,6 +197,24 @@ def test_large_records_are_passed_through():
     assert big in chunks
 
 
+def test_no_records_as_an_empty_list_empty_bytes_or_null():
+    """An empty list (a caught-up Fetch partition) is written inline: the same bytes
+    as empty bytes; None is null."""
+    def records_bytes(version, records):
+        body = {"responses": [{"topic": "t", "partitions": [
+            {"partition_index": 0, "records": records}]}]}
+        return enc_resp(1, version, body)
+    for version, empty, null in ((16, uv(1), uv(0)), (11, i(0), i(-1)), (3, i(0), i(-1))):
+        tail = b"\x00" * 3 if version == 16 else b""      # v16: the tagged fields after it
+        assert records_bytes(version, []) == records_bytes(version, b"")
+        assert records_bytes(version, []).endswith(empty + tail)
+        assert records_bytes(version, None).endswith(null + tail)
+    data = codec.encode_request(0, 9, {"topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": []}]}]})
+    assert bytes(codec.decode_request(0, 9, data)["topic_data"][0]["partition_data"][0][
+        "records"]) == b""
+
+
 # ---------------------------------------------------------------- defaults, errors
 
 def test_missing_keys_mean_defaults():

@@ -65,3 +65,54 @@ def test_produce_waits_for_an_awaitable_verifier(broker):
         resp = await task
         assert produce_code(resp) == 0 and broker.partition(TOPIC, 0).log_end_offset == 1
     asyncio.run(run())
+
+
+def test_acks_all_is_answered_at_once_when_the_high_watermark_covers_the_append(broker):
+    req = {**produce_req(BatchBuilder().append(b"k", b"v").build(), txn_id=None), "acks": -1}
+    r = produce_handler.handle(broker, ctx(0, 9), req)     # one replica: the HW moved with it
+    assert isinstance(r, dict) and produce_code(r) == 0
+    assert len(broker.produce_purgatory) == 0 and broker.partition(TOPIC, 0).high_watermark == 1
+
+
+def test_acks_all_waits_in_the_purgatory_while_the_high_watermark_is_behind(broker):
+    async def run():
+        p = broker.partition(TOPIC, 0)
+        p._maybe_increment_high_watermark = lambda: False   # as if followers lagged
+        req = {**produce_req(BatchBuilder().append(b"k", b"v").build(), txn_id=None),
+               "acks": -1}
+        fut = produce_handler.handle(broker, ctx(0, 9), req)
+        assert not isinstance(fut, dict) and not fut.done()
+        assert len(broker.produce_purgatory) == 1 and p.high_watermark == 0
+        p.log.update_high_watermark(1)
+        broker.produce_purgatory.check_and_complete(p.key)
+        assert produce_code(fut.result()) == 0
+    asyncio.run(run())
+
+
+def test_transactional_batch_reads_the_header_in_place():
+    batch = txn_batch(77, 0, b"x", epoch=4)
+    assert produce_handler.transactional_batch(memoryview(batch)) == (77, 4)
+    plain = BatchBuilder(producer_id=77, producer_epoch=4).append(b"k", b"v").build()
+    assert produce_handler.transactional_batch(plain) is None
+    assert produce_handler.transactional_batch(None) is None
+    assert produce_handler.transactional_batch(b"\x00" * 10) is None
+
+
+def test_a_validated_batch_is_not_checked_again_by_the_log(broker, monkeypatch):
+    from storage.batch import RecordBatch
+    calls = []
+    check = RecordBatch.validate
+    monkeypatch.setattr(RecordBatch, "validate", lambda self, *a, **kw: calls.append(kw)
+                        or check(self, *a, **kw))
+    r = produce_handler.handle(broker, ctx(0, 9), produce_req(
+        BatchBuilder().append(b"k", b"v").build(), txn_id=None))
+    assert produce_code(r) == 0 and len(calls) == 1          # the validator's
+    broker.config["produce.record.validation.enable"] = False
+    calls.clear()
+    r = produce_handler.handle(broker, ctx(0, 9), produce_req(
+        BatchBuilder().append(b"k", b"v").build(), txn_id=None))
+    assert produce_code(r) == 0 and len(calls) == 1          # the log's, then
+    bad = bytearray(BatchBuilder().append(b"k", b"v").build())
+    bad[-1] ^= 1                                             # CRC mismatch: still refused
+    r = produce_handler.handle(broker, ctx(0, 9), produce_req(bad, txn_id=None))
+    assert produce_code(r) == ErrorCode.CORRUPT_MESSAGE

@@ -8,8 +8,8 @@ Flow (Kafka's ReplicaManager.fetchMessages):
    error, or if no partition was asked for; otherwise park a DelayedFetch in the fetch
    purgatory, watching every partition read (`park`). Appends call
    `check_and_complete(key)`; the operation completes once the bytes appended since it
-   started reach `min_bytes` (or a watched partition went away), or when `max_wait_ms`
-   expires, and then reads again. A parked read_committed fetch counts appended bytes
+   started reach `min_bytes` (or a watched partition went away; a check recounts only
+   the partition that changed), or when `max_wait_ms` expires, and then reads again. A parked read_committed fetch counts appended bytes
    only once the LSO moved past where it was when it parked (COMMIT/ABORT markers wake
    it).
 

@@ -50,10 +50,11 @@ def requested_partitions(broker, req, version) -> tuple[list[CachedPartition], l
             topic = broker.metadata.topics.get(name)
             topic_id = topic.topic_id if topic else ZERO_UUID
         for p in t["partitions"]:
-            requested.append(CachedPartition(
+            get = p.get
+            requested.append(CachedPartition(     # positional: the cheapest call, per partition
                 name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
-                p.get("log_start_offset", -1), p.get("current_leader_epoch", -1),
-                last_fetched_epoch=p.get("last_fetched_epoch", -1)))
+                get("log_start_offset", -1), get("current_leader_epoch", -1), -1, -1, -1,
+                get("last_fetched_epoch", -1)))
     forgotten = []
     for t in req.get("forgotten_topics_data") or ():
         name = broker.topic_name_for_id(t["topic_id"]) if version >= 13 else t["topic"]
@@ -105,8 +106,28 @@ class FetchPlan:
         """Returns ([(cp, partition dict)], bytes read, any error)."""
         out, total, any_error = [], 0, False
         budget = self.max_bytes
+        partition = self.broker.partition
+        committed = self.isolation_level == 1
+        # A consumer caught up (the common case of a many-partition long poll, read
+        # again on every wake-up): answered here, without a log lookup and with the
+        # fewest calls; the rest, and every error, go through _read_one.
+        fast = self.replica_id < 0 and self.version >= convert.ZSTD_MIN_FETCH_VERSION
         for cp in self.fctx.partitions:
-            data = self._read_one(cp, budget, min_one=(total == 0))
+            p = partition(cp.topic, cp.partition)
+            if fast and p is not None:
+                lg = p.log
+                hw = lg.high_watermark
+                lso = lg.last_stable_offset
+                epoch = cp.current_leader_epoch
+                if cp.fetch_offset == (lso if committed else hw) and (
+                        epoch < 0 or epoch == p.leader_epoch):
+                    out.append((cp, {
+                        "partition_index": cp.partition, "error_code": 0, "high_watermark": hw,
+                        "last_stable_offset": lso, "log_start_offset": lg.log_start_offset,
+                        "aborted_transactions": [] if committed else None,
+                        "preferred_read_replica": -1, "records": []}))
+                    continue
+            data = self._read_one(cp, p, budget, min_one=(total == 0))
             size = records_size(data["records"])
             total += size
             budget = max(0, budget - size)
@@ -114,9 +135,9 @@ class FetchPlan:
             out.append((cp, data))
         return out, total, any_error
 
-    def _read_one(self, cp: CachedPartition, budget: int, min_one: bool) -> dict:
+    def _read_one(self, cp: CachedPartition, p, budget: int, min_one: bool) -> dict:
+        """`cp`'s partition dict; `p` is its partition here (None: not led here)."""
         broker = self.broker
-        p = broker.partition(cp.topic, cp.partition)
         data = {"partition_index": cp.partition, "error_code": 0, "high_watermark": -1,
                 "last_stable_offset": -1, "log_start_offset": -1,
                 "aborted_transactions": None if self.isolation_level == 0 else [],
@@ -143,8 +164,7 @@ class FetchPlan:
             return data
         if replica < 0 and cp.fetch_offset == (data["high_watermark"] if self.isolation_level == 0
                                                 else data["last_stable_offset"]):
-            # A consumer caught up (the common case of a many-partition long poll):
-            # nothing to read, and no log lookup to find that out.
+            # caught up: nothing to read, and no log lookup to find that out
             data["records"] = []
             return data
         limit = min(cp.max_bytes, budget)
@@ -192,24 +212,24 @@ class FetchPlan:
         return data
 
     def response(self, results) -> dict:
-        by_topic: dict = {}
-        order = []
+        fctx = self.fctx
+        # a full fetch without a session (librdkafka's, every time) carries every
+        # partition and leaves nothing to remember: no per-partition session bookkeeping
+        include = fctx.include if fctx.incremental or fctx.session is not None else None
+        by_id = self.version >= 13
+        by_topic: dict = {}         # topic (id) -> its partition dicts, in request order
         for cp, data in results:
-            has_records = bool(data["records"])
-            if not self.fctx.include(cp, data["error_code"], data["high_watermark"],
-                                     data["last_stable_offset"], data["log_start_offset"],
-                                     has_records, "diverging_epoch" in data):
+            if include is not None and not include(
+                    cp, data["error_code"], data["high_watermark"], data["last_stable_offset"],
+                    data["log_start_offset"], bool(data["records"]), "diverging_epoch" in data):
                 continue
-            key = cp.topic_id if self.version >= 13 else cp.topic
-            if key not in by_topic:
-                by_topic[key] = []
-                order.append(key)
-            by_topic[key].append(data)
-        responses = []
-        for key in order:
-            t = {"partitions": by_topic[key]}
-            t["topic_id" if self.version >= 13 else "topic"] = key
-            responses.append(t)
+            key = cp.topic_id if by_id else cp.topic
+            parts = by_topic.get(key)
+            if parts is None:
+                parts = by_topic[key] = []
+            parts.append(data)
+        name = "topic_id" if by_id else "topic"
+        responses = [{"partitions": parts, name: key} for key, parts in by_topic.items()]
         for topic_id, parts in self.unknown_ids.items():
             responses.append({"topic_id": topic_id, "partitions": [
                 {"partition_index": i, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,

@@ -93,3 +93,53 @@ def test_plan_of_a_follower_reads_by_replica_id(broker):
     plan = FetchPlan(broker, types.SimpleNamespace(api_version=11),
                      {**fetch_req(0, 0), "replica_id": 7}, FetchContext([cp(0)], None, False), {})
     assert plan.replica_id == 7
+
+
+@pytest.mark.parametrize("isolation", [0, 1])
+def test_a_caught_up_consumer_reads_as_the_full_path_answers(broker, isolation):
+    produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+    hw = broker.partition(TOPIC, 0).high_watermark
+    cps = lambda: [cp(0, offset=hw), cp(1), cp(0, offset=0), cp(0, offset=hw, epoch=0)]  # noqa: E731
+
+    def reads(version):
+        plan = FetchPlan(broker, ctx(1, version), fetch_req(0, isolation),
+                         FetchContext(cps(), None, False), {})
+        return [(c.partition, d) for c, d in plan.read_all()[0]]
+    # v11: the caught-up shortcut; v9: every partition through the full read
+    fast, full = reads(11), reads(9)
+    assert fast[0] == full[0] and fast[1] == full[1] and fast[3] == full[3]
+    assert fast[0][1]["records"] == [] and fast[0][1]["high_watermark"] == hw
+    assert fast[2][1]["records"]           # behind: read from the log
+
+
+def test_requested_partitions_carry_every_field_of_the_request(broker):
+    req = {"topics": [{"topic": TOPIC, "partitions": [
+        {"partition": 1, "fetch_offset": 5, "partition_max_bytes": 10, "log_start_offset": 2,
+         "current_leader_epoch": 3, "last_fetched_epoch": 4},
+        {"partition": 0, "fetch_offset": 6, "partition_max_bytes": 11}]}]}
+    (a, b), _, _ = requested_partitions(broker, req, 12)
+    assert (a.topic, a.topic_id, a.partition, a.fetch_offset, a.max_bytes, a.log_start_offset,
+            a.current_leader_epoch, a.last_fetched_epoch) == (TOPIC, TOPIC_ID, 1, 5, 10, 2, 3, 4)
+    assert (b.log_start_offset, b.current_leader_epoch, b.last_fetched_epoch) == (-1, -1, -1)
+    for c in (a, b):        # what the session remembers starts unknown
+        assert (c.last_high_watermark, c.last_stable_offset, c.last_log_start_offset) == \
+            (-1, -1, -1)
+
+
+def test_a_sessionless_response_carries_every_partition_by_topic_in_order(broker):
+    cps = [cp(1), cp(0)]
+    plan = FetchPlan(broker, ctx(1, 12), fetch_req(0, 0), FetchContext(cps, None, False), {})
+    resp = plan.response(plan.read_all()[0])
+    (topic,) = resp["responses"]
+    assert topic["topic"] == TOPIC and [p["partition_index"] for p in topic["partitions"]] == [1, 0]
+    assert resp["session_id"] == 0
+    assert all(c.last_high_watermark == -1 for c in cps)    # nothing kept: no session
+
+
+def test_a_session_response_remembers_what_it_answered(broker):
+    session = types.SimpleNamespace(session_id=7, partitions={})
+    cps = [cp(0)]
+    plan = FetchPlan(broker, ctx(1, 12), fetch_req(0, 0), FetchContext(cps, session, False), {})
+    resp = plan.response(plan.read_all()[0])
+    assert resp["session_id"] == 7 and len(resp["responses"][0]["partitions"]) == 1
+    assert cps[0].last_high_watermark == 0 and cps[0].last_stable_offset == 0
