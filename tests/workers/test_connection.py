@@ -382,3 +382,121 @@ def test_sasl_v0_bare_token_and_an_oversized_frame():
         assert conn.closed
     run(test)
     run(oversized)
+
+
+# ------------------------------------------------------------------ the send path (issue #18)
+class CountingSocket:
+    """A socket stand-in: `sendmsg` takes at most `step` bytes per call (partial sends),
+    records the buffers and flags of each call; `send` is not expected."""
+
+    def __init__(self, sock, step=1 << 30):
+        self.sock, self.step, self.calls = sock, step, []
+
+    def sendmsg(self, buffers, ancdata=(), flags=0):
+        data = b"".join(bytes(b) for b in buffers)[:self.step]
+        self.calls.append((len(buffers), flags))
+        return self.sock.send(data)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+def _response(tmp_path, sizes):
+    """[head, (bytes, slice) per size] of real files and the bytes they stand for."""
+    chunks, expect = [b"HEAD"], b"HEAD"
+    for i, size in enumerate(sizes):
+        data = bytes([65 + i % 26]) * size
+        sl = _write(tmp_path / f"{i}.log", b"xx" + data + b"yy")._replace(position=2, length=size)
+        part = f"<p{i}>".encode()
+        chunks += [bytearray(part), sl]
+        expect += part + data
+    return chunks, expect
+
+
+def _send(tmp_path, sizes, step=1 << 30):
+    chunks, expect = _response(tmp_path, sizes)
+
+    async def test(conn, peer):
+        conn.sock = CountingSocket(conn.sock, step)
+        task = asyncio.ensure_future(conn._send_chunks(chunks))
+        got = await asyncio.get_running_loop().run_in_executor(None, _recv, peer, len(expect))
+        await asyncio.wait_for(task, 5)
+        assert got == expect and conn.bytes_out == len(expect)
+        return conn.sock.calls
+    return _front(test)
+
+
+def test_small_slices_go_out_with_the_response_bytes_in_one_sendmsg(tmp_path):
+    calls = _send(tmp_path, [10, 1000, 4096])
+    assert calls == [(7, 0)]
+
+
+def test_large_slices_go_by_sendfile_after_bytes_sent_with_msg_more(tmp_path):
+    from workers.connection import INLINE_SLICE_MAX
+    big = INLINE_SLICE_MAX + 1
+    calls = _send(tmp_path, [big, big])
+    assert calls == [(2, socket.MSG_MORE), (1, socket.MSG_MORE)]    # head+<p0>, <p1>
+
+
+def test_mixed_small_and_large_slices(tmp_path):
+    from workers.connection import INLINE_SLICE_MAX
+    calls = _send(tmp_path, [5, INLINE_SLICE_MAX + 7, 9, 11])
+    assert calls == [(4, socket.MSG_MORE), (4, 0)]
+
+
+def test_partial_sendmsg_advances_over_the_buffers(tmp_path):
+    calls = _send(tmp_path, [3, 100, 7, 2000], step=5)
+    assert len(calls) > 10 and all(flags == 0 for _, flags in calls)
+
+
+def test_partial_sends_when_the_socket_is_full(tmp_path):
+    # a 64 KiB-ish socket buffer and a peer that reads only later: EAGAIN, then writable
+    _send(tmp_path, [30000] * 40)
+
+
+def test_inlined_bytes_are_sent_before_the_batch_limit_is_passed(tmp_path, monkeypatch):
+    from workers import connection
+    monkeypatch.setattr(connection, "INLINE_BATCH_MAX", 2500)
+    calls = _send(tmp_path, [1000, 1000, 1000, 1000])
+    assert calls == [(6, socket.MSG_MORE), (3, 0)]    # HEAD <p0> s0 <p1> s1 <p2> | s2 <p3> s3
+
+
+def test_more_buffers_than_iov_max(tmp_path, monkeypatch):
+    from workers import connection
+    monkeypatch.setattr(connection, "IOV_MAX", 4)
+    calls = _send(tmp_path, [1] * 5)                 # 11 buffers: 4 + 4 + 3
+    assert calls == [(4, socket.MSG_MORE), (4, socket.MSG_MORE), (3, 0)]
+    assert connection._advance([b"ab", b"cd", b"ef"], 3)[0].tobytes() == b"d"
+    assert connection._advance([b"ab", b"cd"], 4) == []
+
+
+def test_a_small_slice_of_a_file_that_shrank_or_went_away(tmp_path):
+    from workers.connection import StaleSlice
+    seg = tmp_path / "s.log"
+    sl = _write(seg, b"0123456789")
+
+    async def test(conn, peer):
+        os.truncate(seg, 4)                          # shorter than the slice now
+        try:
+            await conn._send_chunks([b"head", sl])
+        except StaleSlice:
+            raise AssertionError("same file, only shorter: not stale")
+        except ConnectionAbortedError:
+            pass
+        else:
+            raise AssertionError("a short slice was sent")
+        other = tmp_path / "o.log"
+        gone = _write(other, b"0123456789")
+        _write(other, b"0123456789")                 # another file at the path
+        try:
+            await conn._send_chunks([b"head", gone])
+        except StaleSlice:
+            pass
+        else:
+            raise AssertionError("a stale slice was sent")
+        peer.setblocking(False)
+        try:
+            assert peer.recv(100) == b""
+        except BlockingIOError:
+            pass                                     # nothing of either response left
+    _front(test)
