@@ -165,6 +165,8 @@ class Connection:
         self.muted = False        # waiting for the pool to have room
         self.throttled_until = 0.0  # KIP-219: not read before this (clock), workers/quotas.py
         self._waiter: asyncio.Future | None = None   # what the reader waits on
+        self._readable: asyncio.Future | None = None  # ... when it waits for bytes
+        self._reading = False     # the loop's reader callback is registered
         self.quota_host: str | None = None    # counted in the server's ConnectionQuotas
         self._files: dict[str, list] = {}     # path -> [fd, dev, ino, last use]
         self._files_timer: asyncio.TimerHandle | None = None
@@ -187,6 +189,7 @@ class Connection:
             log.exception("connection %s failed", self.client_host)
         finally:
             self.closed = True
+            self._stop_reading()
             self.wakeup.set()
             try:
                 await writer
@@ -214,11 +217,28 @@ class Connection:
             self._waiter = None
 
     async def _wait_readable(self) -> None:
-        fut = self.loop.create_future()
-        self.loop.add_reader(self.fd, lambda: fut.done() or fut.set_result(None))
+        # The reader callback stays registered from one wait to the next (adding and
+        # removing it per wait cost a poll handle and two epoll_ctl calls per request
+        # on uvloop); it is removed whenever the loop waits for something else
+        # (`_stop_reading`), as a level-triggered callback nobody waits on would fire
+        # on every loop iteration while unread bytes are there.
+        if not self._reading:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self._reading = True
+        fut = self._readable = self.loop.create_future()
         try:
             await self._wait(fut)
         finally:
+            self._readable = None
+
+    def _on_readable(self) -> None:
+        fut = self._readable
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
             self.loop.remove_reader(self.fd)
 
     async def _read_loop(self) -> None:
@@ -226,13 +246,16 @@ class Connection:
         rb = self.read_buffer
         while not self.closed:
             while len(self.pending) >= MAX_IN_FLIGHT and not self.closed:
+                self._stop_reading()
                 self.wakeup.clear()
                 await self.wakeup.wait()
             if self.throttled_until > self.clock():
+                self._stop_reading()
                 await self._wait_throttled()
                 continue
             room = pool.room(len(rb.buf))
             if not room:
+                self._stop_reading()
                 self.muted = True             # KIP-72: no reads until memory is released
                 try:
                     await self._wait_muted()
@@ -547,6 +570,7 @@ class Connection:
             self._files_timer = self.loop.call_later(FILE_IDLE_S / 2, self._sweep_files)
 
     def _close(self) -> None:
+        self._stop_reading()
         self._release(self.charged)       # incomplete frame and unanswered requests
         if self._files_timer is not None:
             self._files_timer.cancel()

@@ -500,3 +500,33 @@ def test_a_small_slice_of_a_file_that_shrank_or_went_away(tmp_path):
         except BlockingIOError:
             pass                                     # nothing of either response left
     _front(test)
+
+
+def test_the_reader_callback_stays_while_reading_and_goes_while_waiting_for_else(monkeypatch):
+    """The loop's reader stays registered between reads and is removed whenever the
+    connection waits for something else (in-flight limit, pool, throttle) and on close:
+    a level-triggered callback nobody waits on would fire on every loop iteration."""
+    from workers import connection
+    monkeypatch.setattr(connection, "MAX_IN_FLIGHT", 2)
+
+    async def test(a, b):
+        disp = HoldingDispatcher()
+        conn = Connection(a, disp, 1 << 20)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0))
+        await until(lambda: len(disp.futures) == 1 and conn._readable is not None)
+        assert conn._reading
+        b.sendall(request(1))
+        await until(lambda: len(disp.futures) == 2 and not conn._reading)   # in-flight limit
+        disp.futures[0].set_result([b"a"])
+        disp.futures[1].set_result([b"b"])
+        await until(lambda: not conn.pending and conn._readable is not None)
+        assert conn._reading
+        conn.throttle(10_000)
+        b.sendall(request(2))
+        await until(lambda: conn._waiter is not None and conn._readable is None)
+        assert not conn._reading and len(disp.futures) == 2                 # throttled
+        conn.abort()
+        await asyncio.wait_for(task, 5)
+        assert not conn._reading and conn.closed
+    run(test)
