@@ -281,6 +281,15 @@ class Connection:
                 if not self._start_request(frame, size):
                     return
             # what feed kept of an incomplete frame stays charged to the connection
+            if n < room and self.RECV_DRAINS and not self.closed:
+                # A short read emptied the socket: wait for the next bytes instead of
+                # asking for them (a recv failing with EAGAIN was a system call per
+                # read); bytes that came meanwhile make the wait end at once.
+                await self._wait_readable()
+
+    # A `_recv_into` shorter than asked means nothing is left to read (not so through
+    # TLS: decrypted bytes can wait in the SSLObject with the socket empty).
+    RECV_DRAINS = True
 
     def _recv_into(self, view: memoryview, room: int) -> int:
         """Read what is there (at most `room` bytes); BlockingIOError when nothing is."""

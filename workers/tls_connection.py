@@ -99,6 +99,8 @@ class TlsConnection(Connection):
             return True
 
     # ----------------------------------------------------------------- reading
+    RECV_DRAINS = False       # a short read may leave decrypted bytes in the SSLObject
+
     def _recv_into(self, view: memoryview, room: int) -> int:
         while True:
             try:

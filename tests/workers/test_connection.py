@@ -8,6 +8,8 @@ import os
 import socket
 import struct
 
+import uvloop
+
 from mpbroker.protocol import framing
 from storage.slices import FileSlice
 from workers.connection import Connection, ReadBuffer
@@ -530,3 +532,47 @@ def test_the_reader_callback_stays_while_reading_and_goes_while_waiting_for_else
         await asyncio.wait_for(task, 5)
         assert not conn._reading and conn.closed
     run(test)
+
+
+def test_a_short_read_waits_for_the_next_bytes_without_another_recv():
+    """One recv per request that arrives alone (a recv failing with EAGAIN after each
+    was a system call per request), and a request sent meanwhile is still read."""
+    class Answering:
+        def dispatch(self, ctx, frame, pos):
+            return [struct.pack(">ii", 4, ctx.correlation_id)]
+
+    class CountingRecv:
+        def __init__(self, sock):
+            self.sock, self.calls = sock, 0
+
+        def recv_into(self, *a):
+            self.calls += 1
+            return self.sock.recv_into(*a)
+
+        def __getattr__(self, name):
+            return getattr(self.sock, name)
+
+    async def test(a, b):
+        conn = Connection(a, Answering(), 1 << 20)
+        conn.sock = CountingRecv(a)
+        task = asyncio.ensure_future(conn.serve())
+        for cid in range(3):
+            b.sendall(request(cid))
+            assert (await read_frame(b)) == struct.pack(">i", cid)
+            await until(lambda: conn._readable is not None)
+        assert conn.sock.calls == 3
+        b.sendall(request(7) + request(8))
+        assert (await read_frame(b)) + (await read_frame(b)) == struct.pack(">ii", 7, 8)
+        b.close()
+        await asyncio.wait_for(task, 5)
+
+    async def main():       # the worker's loop (the asyncio one may wake a reader twice)
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        try:
+            await test(a, b)
+        finally:
+            b.close()
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
