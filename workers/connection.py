@@ -55,7 +55,7 @@ Concurrency contract (one asyncio loop per worker process, no threads):
   answer) and, once `connections.max.reauth.ms` has passed, any request but a
   re-authentication. After a v0 SaslHandshake the next frame is a bare token
   (`_raw_token`). TLS listeners use `TlsConnection` (workers/tls_connection.py), which
-  replaces the byte-moving methods (`_recv_into`, `_send_bytes`, `_sendfile_fd`).
+  replaces the byte-moving methods (`_recv_into`, `_send_iov`, `_sendfile_fd`).
 * Client quotas (KIP-219, workers/quotas.py): `throttle(ms)` mutes the connection (no
   reads) until then; responses already owed still go out.
 * An unreadable frame (bad size, header that cannot be parsed, an unknown API key or an
@@ -484,9 +484,6 @@ class Connection:
             self.last_active = self.clock()
             iov = _advance(iov, n)
 
-    async def _send_bytes(self, data) -> None:
-        await self._send_iov([data], 0)
-
     async def _sendfile(self, s: FileSlice) -> None:
         fd, temporary = self._handle(s)
         try:
@@ -600,7 +597,7 @@ def _advance(iov: list, n: int) -> list:
     for i, buf in enumerate(iov):
         size = len(buf) if type(buf) is not memoryview else buf.nbytes
         if n < size:
-            return [memoryview(buf)[n:] if n else buf, *iov[i + 1:]]
+            return [memoryview(buf).cast("B")[n:] if n else buf, *iov[i + 1:]]
         n -= size
     return []
 
