@@ -139,7 +139,7 @@ class TlsConnection(Connection):
             await self._wait_writable()
         self.last_active = self.clock()
 
-    async def _send_iov(self, iov: list, flags: int) -> None:
+    async def _send_iov(self, iov: list, size: int, flags: int) -> None:
         """One response's bytes (small slices read in already) as one write: joined,
         they make full TLS records instead of one record per piece."""
         await self._send_bytes(iov[0] if len(iov) == 1 else b"".join(iov))

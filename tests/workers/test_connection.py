@@ -388,8 +388,8 @@ def test_sasl_v0_bare_token_and_an_oversized_frame():
 
 # ------------------------------------------------------------------ the send path (issue #18)
 class CountingSocket:
-    """A socket stand-in: `sendmsg` takes at most `step` bytes per call (partial sends),
-    records the buffers and flags of each call; `send` is not expected."""
+    """A socket stand-in: `sendmsg` and `send` take at most `step` bytes per call
+    (partial sends); records the count of buffers and the flags of each call."""
 
     def __init__(self, sock, step=1 << 30):
         self.sock, self.step, self.calls = sock, step, []
@@ -398,6 +398,9 @@ class CountingSocket:
         data = b"".join(bytes(b) for b in buffers)[:self.step]
         self.calls.append((len(buffers), flags))
         return self.sock.send(data)
+
+    def send(self, data, flags=0):
+        return self.sendmsg([data], (), flags)
 
     def __getattr__(self, name):
         return getattr(self.sock, name)
