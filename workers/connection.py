@@ -493,6 +493,8 @@ class Connection:
                 return
             size -= n
             iov = _advance(iov, n)
+            if not iov:
+                return
 
     async def _sendfile(self, s: FileSlice) -> None:
         fd, temporary = self._handle(s)
