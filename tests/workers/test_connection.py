@@ -2,7 +2,9 @@
 exhausted and resuming when answered requests release it; one shared read buffer; the
 charge returned on close; abort() wakes a muted reader; last_active follows traffic.
 How a front sends another worker's FileSlices: only ever the bytes of the file the owner
-read, on real files and a real socket pair."""
+read, on real files and a real socket pair. The send path (issue #18): a response with its
+small slices in one sendmsg, large ones by sendfile, partial sends, IOV_MAX, files that
+shrank or went away; the reader callback kept between reads, no recv after a short read."""
 import asyncio
 import os
 import socket
@@ -44,7 +46,7 @@ async def until(cond, timeout=5.0):
         await asyncio.sleep(0.005)
 
 
-def run(test):
+def run(test, loop_factory=None):
     async def main():
         a, b = socket.socketpair()
         a.setblocking(False)
@@ -53,7 +55,8 @@ def run(test):
             await test(a, b)
         finally:
             b.close()
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main())
 
 
 def test_exhausted_pool_mutes_reads_until_requests_are_answered():
@@ -568,14 +571,4 @@ def test_a_short_read_waits_for_the_next_bytes_without_another_recv():
         assert (await read_frame(b)) + (await read_frame(b)) == struct.pack(">ii", 7, 8)
         b.close()
         await asyncio.wait_for(task, 5)
-
-    async def main():       # the worker's loop (the asyncio one may wake a reader twice)
-        a, b = socket.socketpair()
-        a.setblocking(False)
-        b.setblocking(False)
-        try:
-            await test(a, b)
-        finally:
-            b.close()
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(main())
+    run(test, uvloop.new_event_loop)  # the worker's loop (asyncio's may wake a reader twice)
