@@ -12,7 +12,9 @@ class's own non-blocking raw socket (same reader/writer/ordering as plaintext).
 * Writes: plaintext is encrypted into the outgoing BIO in TLS_CHUNK pieces and the
   ciphertext sent as the socket takes it (`_flush`); `_out` holds what the socket
   has not taken yet.
-* Fetch: `sendfile` cannot encrypt, so a FileSlice is `preadv`'d from the page cache in
+* A response's bytes and its small slices (read by `Connection._read_slice`) are joined
+  and written as one (`_send_iov`), so they make full TLS records.
+* Fetch: `sendfile` cannot encrypt, so a large FileSlice is `preadv`'d from the page cache in
   TLS_CHUNK pieces into one buffer per worker and written through the SSLObject: the
   plaintext is copied once (page cache -> buffer), encrypted once (-> BIO), and the
   ciphertext read once out of the BIO (bytes) before the kernel copies it.
@@ -97,6 +99,8 @@ class TlsConnection(Connection):
             return True
 
     # ----------------------------------------------------------------- reading
+    RECV_DRAINS = False       # a short read may leave decrypted bytes in the SSLObject
+
     def _recv_into(self, view: memoryview, room: int) -> int:
         while True:
             try:
@@ -134,6 +138,11 @@ class TlsConnection(Connection):
         while not self._pump_nowait():
             await self._wait_writable()
         self.last_active = self.clock()
+
+    async def _send_iov(self, iov: list, size: int, flags: int) -> None:
+        """One response's bytes (small slices read in already) as one write: joined,
+        they make full TLS records instead of one record per piece."""
+        await self._send_bytes(iov[0] if len(iov) == 1 else b"".join(iov))
 
     async def _send_bytes(self, data) -> None:
         view = memoryview(data)

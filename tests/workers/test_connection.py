@@ -2,11 +2,15 @@
 exhausted and resuming when answered requests release it; one shared read buffer; the
 charge returned on close; abort() wakes a muted reader; last_active follows traffic.
 How a front sends another worker's FileSlices: only ever the bytes of the file the owner
-read, on real files and a real socket pair."""
+read, on real files and a real socket pair. The send path (issue #18): a response with its
+small slices in one sendmsg, large ones by sendfile, partial sends, IOV_MAX, files that
+shrank or went away; the reader callback kept between reads, no recv after a short read."""
 import asyncio
 import os
 import socket
 import struct
+
+import uvloop
 
 from mpbroker.protocol import framing
 from storage.slices import FileSlice
@@ -42,7 +46,7 @@ async def until(cond, timeout=5.0):
         await asyncio.sleep(0.005)
 
 
-def run(test):
+def run(test, loop_factory=None):
     async def main():
         a, b = socket.socketpair()
         a.setblocking(False)
@@ -51,7 +55,8 @@ def run(test):
             await test(a, b)
         finally:
             b.close()
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main())
 
 
 def test_exhausted_pool_mutes_reads_until_requests_are_answered():
@@ -382,3 +387,188 @@ def test_sasl_v0_bare_token_and_an_oversized_frame():
         assert conn.closed
     run(test)
     run(oversized)
+
+
+# ------------------------------------------------------------------ the send path (issue #18)
+class CountingSocket:
+    """A socket stand-in: `sendmsg` and `send` take at most `step` bytes per call
+    (partial sends); records the count of buffers and the flags of each call."""
+
+    def __init__(self, sock, step=1 << 30):
+        self.sock, self.step, self.calls = sock, step, []
+
+    def sendmsg(self, buffers, ancdata=(), flags=0):
+        data = b"".join(bytes(b) for b in buffers)[:self.step]
+        self.calls.append((len(buffers), flags))
+        return self.sock.send(data)
+
+    def send(self, data, flags=0):
+        return self.sendmsg([data], (), flags)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+def _response(tmp_path, sizes):
+    """[head, (bytes, slice) per size] of real files and the bytes they stand for."""
+    chunks, expect = [b"HEAD"], b"HEAD"
+    for i, size in enumerate(sizes):
+        data = bytes([65 + i % 26]) * size
+        sl = _write(tmp_path / f"{i}.log", b"xx" + data + b"yy")._replace(position=2, length=size)
+        part = f"<p{i}>".encode()
+        chunks += [bytearray(part), sl]
+        expect += part + data
+    return chunks, expect
+
+
+def _send(tmp_path, sizes, step=1 << 30):
+    chunks, expect = _response(tmp_path, sizes)
+
+    async def test(conn, peer):
+        conn.sock = CountingSocket(conn.sock, step)
+        task = asyncio.ensure_future(conn._send_chunks(chunks))
+        got = await asyncio.get_running_loop().run_in_executor(None, _recv, peer, len(expect))
+        await asyncio.wait_for(task, 5)
+        assert got == expect and conn.bytes_out == len(expect)
+        return conn.sock.calls
+    return _front(test)
+
+
+def test_small_slices_go_out_with_the_response_bytes_in_one_sendmsg(tmp_path):
+    calls = _send(tmp_path, [10, 1000, 4096])
+    assert calls == [(7, 0)]
+
+
+def test_large_slices_go_by_sendfile_after_bytes_sent_with_msg_more(tmp_path):
+    from workers.connection import INLINE_SLICE_MAX
+    big = INLINE_SLICE_MAX + 1
+    calls = _send(tmp_path, [big, big])
+    assert calls == [(2, socket.MSG_MORE), (1, socket.MSG_MORE)]    # head+<p0>, <p1>
+
+
+def test_mixed_small_and_large_slices(tmp_path):
+    from workers.connection import INLINE_SLICE_MAX
+    calls = _send(tmp_path, [5, INLINE_SLICE_MAX + 7, 9, 11])
+    assert calls == [(4, socket.MSG_MORE), (4, 0)]
+
+
+def test_partial_sendmsg_advances_over_the_buffers(tmp_path):
+    calls = _send(tmp_path, [3, 100, 7, 2000], step=5)
+    assert len(calls) > 10 and all(flags == 0 for _, flags in calls)
+
+
+def test_partial_sends_when_the_socket_is_full(tmp_path):
+    # a 64 KiB-ish socket buffer and a peer that reads only later: EAGAIN, then writable
+    _send(tmp_path, [30000] * 40)
+
+
+def test_inlined_bytes_are_sent_before_the_batch_limit_is_passed(tmp_path, monkeypatch):
+    from workers import connection
+    monkeypatch.setattr(connection, "INLINE_BATCH_MAX", 2500)
+    calls = _send(tmp_path, [1000, 1000, 1000, 1000])
+    assert calls == [(6, socket.MSG_MORE), (3, 0)]    # HEAD <p0> s0 <p1> s1 <p2> | s2 <p3> s3
+
+
+def test_more_buffers_than_iov_max(tmp_path, monkeypatch):
+    from workers import connection
+    monkeypatch.setattr(connection, "IOV_MAX", 4)
+    calls = _send(tmp_path, [1] * 5)                 # 11 buffers: 4 + 4 + 3
+    assert calls == [(4, socket.MSG_MORE), (4, socket.MSG_MORE), (3, 0)]
+    assert connection._advance([b"ab", b"cd", b"ef"], 3)[0].tobytes() == b"d"
+    assert connection._advance([b"ab", b"cd"], 4) == []
+
+
+def test_a_small_slice_of_a_file_that_shrank_or_went_away(tmp_path):
+    from workers.connection import StaleSlice
+    seg = tmp_path / "s.log"
+    sl = _write(seg, b"0123456789")
+
+    async def test(conn, peer):
+        os.truncate(seg, 4)                          # shorter than the slice now
+        try:
+            await conn._send_chunks([b"head", sl])
+        except StaleSlice:
+            raise AssertionError("same file, only shorter: not stale")
+        except ConnectionAbortedError:
+            pass
+        else:
+            raise AssertionError("a short slice was sent")
+        other = tmp_path / "o.log"
+        gone = _write(other, b"0123456789")
+        _write(other, b"0123456789")                 # another file at the path
+        try:
+            await conn._send_chunks([b"head", gone])
+        except StaleSlice:
+            pass
+        else:
+            raise AssertionError("a stale slice was sent")
+        peer.setblocking(False)
+        try:
+            assert peer.recv(100) == b""
+        except BlockingIOError:
+            pass                                     # nothing of either response left
+    _front(test)
+
+
+def test_the_reader_callback_stays_while_reading_and_goes_while_waiting_for_else(monkeypatch):
+    """The loop's reader stays registered between reads and is removed whenever the
+    connection waits for something else (in-flight limit, pool, throttle) and on close:
+    a level-triggered callback nobody waits on would fire on every loop iteration."""
+    from workers import connection
+    monkeypatch.setattr(connection, "MAX_IN_FLIGHT", 2)
+
+    async def test(a, b):
+        disp = HoldingDispatcher()
+        conn = Connection(a, disp, 1 << 20)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0))
+        await until(lambda: len(disp.futures) == 1 and conn._readable is not None)
+        assert conn._reading
+        b.sendall(request(1))
+        await until(lambda: len(disp.futures) == 2 and not conn._reading)   # in-flight limit
+        disp.futures[0].set_result([b"a"])
+        disp.futures[1].set_result([b"b"])
+        await until(lambda: not conn.pending and conn._readable is not None)
+        assert conn._reading
+        conn.throttle(10_000)
+        b.sendall(request(2))
+        await until(lambda: conn._waiter is not None and conn._readable is None)
+        assert not conn._reading and len(disp.futures) == 2                 # throttled
+        conn.abort()
+        await asyncio.wait_for(task, 5)
+        assert not conn._reading and conn.closed
+    run(test)
+
+
+def test_a_short_read_waits_for_the_next_bytes_without_another_recv():
+    """One recv per request that arrives alone (a recv failing with EAGAIN after each
+    was a system call per request), and a request sent meanwhile is still read."""
+    class Answering:
+        def dispatch(self, ctx, frame, pos):
+            return [struct.pack(">ii", 4, ctx.correlation_id)]
+
+    class CountingRecv:
+        def __init__(self, sock):
+            self.sock, self.calls = sock, 0
+
+        def recv_into(self, *a):
+            self.calls += 1
+            return self.sock.recv_into(*a)
+
+        def __getattr__(self, name):
+            return getattr(self.sock, name)
+
+    async def test(a, b):
+        conn = Connection(a, Answering(), 1 << 20)
+        conn.sock = CountingRecv(a)
+        task = asyncio.ensure_future(conn.serve())
+        for cid in range(3):
+            b.sendall(request(cid))
+            assert (await read_frame(b)) == struct.pack(">i", cid)
+            await until(lambda: conn._readable is not None)
+        assert conn.sock.calls == 3
+        b.sendall(request(7) + request(8))
+        assert (await read_frame(b)) + (await read_frame(b)) == struct.pack(">ii", 7, 8)
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)  # the worker's loop (asyncio's may wake a reader twice)

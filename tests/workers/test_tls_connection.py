@@ -89,3 +89,36 @@ def test_a_plaintext_client_is_closed_after_a_failed_handshake(certs, caplog):
     caplog.set_level("INFO", logger="workers.tls_connection")
     asyncio.run(main())
     assert "SSL handshake failed" in caplog.text
+
+
+def test_small_and_large_slices_of_one_response_through_tls(certs, tmp_path):
+    """Small slices are read into the response and written with its bytes as one (one
+    flush); a large one still goes by preadv in TLS_CHUNK pieces."""
+    from workers.connection import INLINE_SLICE_MAX
+    sizes = [10, 3000, INLINE_SLICE_MAX + 5, 7]
+    chunks, expect = [], b""
+    for i, size in enumerate(sizes):
+        path = tmp_path / f"{i}.log"
+        data = bytes([97 + i]) * size
+        path.write_bytes(b"--" + data)
+        chunks += [b"<%d>" % i, FileSlice(str(path), 2, size)]
+        expect += b"<%d>" % i + data
+
+    class Dispatcher:
+        def dispatch(self, ctx, frame, pos):
+            return [struct.pack(">i", len(expect)), *chunks]
+
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        conn = TlsConnection(a, Dispatcher(), 1 << 20, security=security(certs))
+        task = asyncio.ensure_future(conn.serve())
+        ctx = ssl.create_default_context(cafile=certs.ca)
+        reader, writer = await asyncio.open_connection(sock=b, ssl=ctx, server_hostname="127.0.0.1")
+        for cid in (1, 2):
+            writer.write(request(cid))
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            assert await reader.readexactly(size) == expect
+        writer.close()
+        await asyncio.wait_for(task, 5)
+    asyncio.run(main())
