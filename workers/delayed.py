@@ -155,10 +155,17 @@ class DelayedFetch(DelayedOperation):
         pass
 
     def on_complete(self) -> None:
-        if self.future.done():
-            return
-        results, _, _ = self.plan.read_all()
-        self.future.set_result(self.plan.response(results))
+        plan = self.plan
+        if self.future is not None and not self.future.done():
+            results, _, _ = plan.read_all()
+            self.future.set_result(plan.response(results))
+        # A completed op stays on its other keys' watch lists until they are checked or
+        # purged (up to fetch.purgatory.purge.interval.requests of them): it keeps
+        # nothing per partition alive meanwhile, so that thousands of such objects do
+        # not reach the collector's oldest generation (workers/gc_freeze.py).
+        self.start_bytes, self.start_lso, self.counted = {}, {}, {}
+        plan.fctx = None
+        self.future = None          # its answer is the waiter's now
 
 
 def low_watermark(p, alive) -> int:

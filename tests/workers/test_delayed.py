@@ -83,13 +83,15 @@ def test_delayed_fetch_counts_committed_bytes_for_consumers_appended_for_followe
         p = FakePartition(bytes_appended=100, bytes_committed=50)
         broker = fake_broker(p)
         loop = asyncio.get_running_loop()
-        consumer = DelayedFetch(FakePlan(broker, [p]), loop.create_future())
+        answer = loop.create_future()
+        consumer = DelayedFetch(FakePlan(broker, [p]), answer)
         follower = DelayedFetch(FakePlan(broker, [p], replica_id=2), loop.create_future())
         p.bytes_appended += 10                  # appended, not yet committed
         assert not consumer.try_complete() and follower.try_complete()
         p.bytes_committed += 10
         assert consumer.try_complete()
-        assert consumer.future.result() == {"results": ["read"]} and consumer.plan.reads == 1
+        assert answer.result() == {"results": ["read"]} and consumer.plan.reads == 1
+        assert consumer.future is None and consumer.start_bytes == {}    # nothing kept
     asyncio.run(run())
 
 
@@ -109,9 +111,10 @@ def test_delayed_fetch_completes_when_a_watched_partition_went_away():
     async def run():
         p = FakePartition()
         broker = fake_broker(p)
-        op = DelayedFetch(FakePlan(broker, [p]), asyncio.get_running_loop().create_future())
+        answer = asyncio.get_running_loop().create_future()
+        op = DelayedFetch(FakePlan(broker, [p]), answer)
         p.closed = True
-        assert op.try_complete() and op.future.done()
+        assert op.try_complete() and answer.done()
     asyncio.run(run())
 
 
@@ -148,15 +151,15 @@ def test_delayed_fetch_key_checks_recount_only_that_partition():
         lookups = []
         find = broker.partition
         broker.partition = lambda t, i: lookups.append(i) or find(t, i)
-        op = DelayedFetch(FakePlan(broker, [a, b], min_bytes=10),
-                          asyncio.get_running_loop().create_future())
+        answer = asyncio.get_running_loop().create_future()
+        op = DelayedFetch(FakePlan(broker, [a, b], min_bytes=10), answer)
         lookups.clear()
         a.bytes_committed += 6
         assert not op.try_complete_key(a.key) and lookups == [0]
         b.bytes_committed += 3
         assert not op.try_complete_key(b.key)
         a.bytes_committed += 1                  # 7 + 3: the sum over both partitions
-        assert op.try_complete_key(a.key) and op.future.done()
+        assert op.try_complete_key(a.key) and answer.done()
     asyncio.run(run())
 
 
@@ -174,13 +177,13 @@ def test_delayed_fetch_key_check_completes_when_its_partition_went_away():
 def test_delayed_fetch_key_check_read_committed_and_unknown_keys():
     async def run():
         p = FakePartition()
-        op = DelayedFetch(FakePlan(fake_broker(p), [p], isolation_level=1),
-                          asyncio.get_running_loop().create_future())
+        answer = asyncio.get_running_loop().create_future()
+        op = DelayedFetch(FakePlan(fake_broker(p), [p], isolation_level=1), answer)
         p.bytes_committed += 100
         assert not op.try_complete_key(p.key)   # the LSO stayed: nothing counts
         p.last_stable_offset = 3
         assert op.try_complete_key(("t", 9))     # a key it does not read: the full check
-        assert op.future.done()
+        assert answer.done()
     asyncio.run(run())
 
 
@@ -188,10 +191,10 @@ def test_delayed_fetch_in_the_purgatory_wakes_on_its_keys():
     async def run():
         a, b = FakePartition(index=0), FakePartition(index=1)
         pg, _ = purgatory()
-        op = DelayedFetch(FakePlan(fake_broker(a, b), [a, b], min_bytes=1),
-                          asyncio.get_running_loop().create_future())
+        answer = asyncio.get_running_loop().create_future()
+        op = DelayedFetch(FakePlan(fake_broker(a, b), [a, b], min_bytes=1), answer)
         assert not pg.try_complete_else_watch(op, list(op.start_bytes))
         assert pg.check_and_complete(a.key) == 0
         b.bytes_committed += 1
-        assert pg.check_and_complete(b.key) == 1 and op.future.done()
+        assert pg.check_and_complete(b.key) == 1 and answer.done()
     asyncio.run(run())
