@@ -55,6 +55,7 @@ async def run(worker) -> None:
         for k in due:
             last[k] = now
         worker.retry_opens()
+        worker.gc_freezer.tick()        # long-lived objects out of full collections
         worker.report_offline()         # again, if the controller could not be told
         for p in _served(worker):
             if p.closed or p.moving:    # a replica moving between log dirs is left alone

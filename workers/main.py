@@ -148,6 +148,7 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
 
         def ready():
             state["ready"] = True
+            broker.gc_freezer.refreeze()    # booted: the heap so far is long-lived
             client.notify("placement_applied", (worker_id, broker.placement.revision))
             heartbeats.beat(1 + worker_id)
             log_recovery(worker_id, broker)

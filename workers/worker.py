@@ -8,7 +8,7 @@ A worker owns (ARCHITECTURE §1):
 * the transaction coordinator state of the `__transaction_state` partitions it owns
   (`self.transactions`, workers/txn/service.py) and the KIP-890 produce check
   (`self.txn_verifier`);
-* its incremental fetch session cache;
+* its incremental fetch session cache; its collector freezing (workers/gc_freeze.py);
 * a read-only copy of the cluster metadata, replaced wholesale when the controller
   pushes a newer epoch (`apply_metadata`): a newer copy creates the logs of partitions
   that became ours and closes/deletes those of topics that went away; in cluster mode
@@ -56,6 +56,7 @@ from storage.log import Log, LogConfig
 
 from workers import housekeeping, log_dirs, metrics
 from workers.fetch_session import FetchSessionCache
+from workers.gc_freeze import GcFreezer
 from workers.groups.service import GroupService
 from workers.handlers.alter_replica_log_dirs import complete_future
 from workers.quotas import ClientQuotas
@@ -97,6 +98,7 @@ class Worker:
         self.broker_id = controller.broker_id
         self.log_dirs = [os.path.normpath(d) for d in config.log_dirs]
         self.log_dir = self.log_dirs[0]       # also holds the metadata (controller)
+        self.gc_freezer = GcFreezer()         # frozen by the worker process (workers/main.py)
         self.offline_dirs: dict[str, str] = {}             # failed log dir -> why
         self.offline_partitions: dict[tuple[str, int], str] = {}   # -> its failed dir
         self.metadata: ClusterMetadata | None = None
@@ -152,6 +154,7 @@ class Worker:
     # ---------------------------------------------------------------- lifecycle
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop_timer = LoopTimer(self.timer, loop)
+        self.gc_freezer.call_later = loop.call_later
         if self.router is not None:
             self.router.start(loop)
         self.groups = GroupService(self)
@@ -169,6 +172,7 @@ class Worker:
     def shutdown(self) -> None:
         for t in self._background:
             t.cancel()
+        self.gc_freezer.cancel()
         if self._opener is not None:
             self._opener.cancel()
             self._opener = None
@@ -470,6 +474,8 @@ class Worker:
         p.on_isr_change = self.replication.alter_isr
         p.on_hw_change = self.replication.hw_changed
         self.partitions[key] = p
+        if new:     # a new log's objects: frozen once the changes settle
+            self.gc_freezer.changed()
         if new or was_follower:
             if p.topic == OFFSETS_TOPIC and self.groups:
                 self.groups.became_coordinator(p)
@@ -492,6 +498,8 @@ class Worker:
                                   state.partition_epoch)
         p.on_isr_change = p.on_hw_change = None
         self.followers[key] = p
+        if new:
+            self.gc_freezer.changed()
         if was_leader:
             self.produce_purgatory.check_and_complete(key)
             self.fetch_purgatory.check_and_complete(key)
@@ -514,6 +522,7 @@ class Worker:
             del self.followers[key]
             self.replication.unfollow(key)
         self._drop_partition(p, delete=delete)
+        self.gc_freezer.changed(removed=True)
 
     def _min_isr(self, topic_configs: dict) -> int:
         try:
