@@ -558,6 +558,13 @@ class Router:
         except ConnectionError:
             self.pending.pop(rid, None)
             return None
+        if oneway:
+            # no answer tells that an acks=0 part was lost: it leaves now, not with the
+            # iteration's batch, so that a dead owner shows here (the part then runs
+            # locally and fails, which closes the client's connection)
+            link.write_batched()
+            if link.closed:
+                return None
         self.forwarded += 1
         if oneway:
             return True

@@ -60,3 +60,32 @@ def test_detach_and_attach_produce_records():
     with pytest.raises(ValueError):
         attach_records({"topic_data": [{"partition_data": [{"records": 5}]}]}, [])
     assert detach_records(K.FETCH, {"x": 1}) == ({"x": 1}, [])
+
+
+def test_an_acks0_part_to_a_dead_owner_is_not_lost_in_the_batch():
+    """acks=0 parts leave at once (not with the iteration's batch): a dead owner shows
+    in `forward`, which answers None so that the front runs the part itself."""
+    import asyncio
+    import types
+
+    from workers.router import Router
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        router = Router(types.SimpleNamespace(worker_id=0))
+        a, b = socket.socketpair()
+        a.settimeout(5)                 # batched, the frame would not have left yet
+        router.add_peer(1, b)
+        router.start(loop)
+        class Conn:
+            client_host = "c"
+        conn = Conn()
+        ctx = types.SimpleNamespace(api_key=K.PRODUCE, api_version=9, client_id="x",
+                                    client_host="c", connection=conn)
+        body = {"acks": 0, "topic_data": []}
+        assert router.forward(1, ctx, body, oneway=True) is True     # the owner is there
+        assert a.recv(1 << 16)                                       # and it got the frame
+        a.close()                                                    # the owner dies
+        assert router.forward(1, ctx, body, oneway=True) is None
+        router.close()
+    asyncio.run(run())
