@@ -67,9 +67,13 @@ skip_field(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t record_end, int
            int *was_null)
 {
     int64_t n;
+    Py_ssize_t start = *pos;
     if (!read_varint(buf, pos, record_end, &n))
         return 0;
     if (n == -1 && nullable) {
+        /* null in one byte only: the pure walk refuses some longer spellings of -1 */
+        if (*pos - start != 1)
+            return 0;
         *was_null = 1;
         return 1;
     }
