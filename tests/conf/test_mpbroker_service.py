@@ -173,14 +173,21 @@ def test_broker_runs_under_the_sandbox_effects(tmp_path):
                       "enable.auto.commit": False})
         c.assign([TopicPartition(topic, 0, 0)])
         got = []
-        end = time.monotonic() + 60
-        while len(got) < 10 and time.monotonic() < end:
-            m = c.poll(1.0)
-            if m is not None and m.error() is None:
-                got.append(m.value())
+
+        def read_up_to(n):
+            end = time.monotonic() + 60
+            while len(got) < n and time.monotonic() < end:
+                m = c.poll(1.0)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+        read_up_to(10)              # small records: read into the response (pread64, sendmsg)
+        big = b"x" * (256 << 10)    # one over the inline limit: sent with sendfile
+        p.produce(topic, value=big)
+        assert p.flush(60) == 0
+        read_up_to(11)
         c.commit(offsets=[TopicPartition(topic, 0, len(got))], asynchronous=False)
         c.close()
-        assert got == [b"v%d" % i for i in range(10)]
+        assert got == [b"v%d" % i for i in range(10)] + [big]
         supervisor.send_signal(signal.SIGHUP)
         supervisor.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, (tmp_path / "broker.log").read_text()
@@ -198,7 +205,8 @@ def test_broker_runs_under_the_sandbox_effects(tmp_path):
 
     out = trace.read_text()
     used = set(re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+(?:\d+\s+)?(\w+)$", out, re.M)) - {"total"}
-    assert {"sched_setaffinity", "sendfile", "pwrite64", "flock"} <= used, sorted(used)
+    assert {"sched_setaffinity", "sendfile", "pread64", "sendmsg", "pwrite64", "flock"} <= used, \
+        sorted(used)
     refused = used - allowed_syscalls()
     assert not refused, f"system calls the unit's SystemCallFilter refuses: {sorted(refused)}"
     families = set(re.findall(r"\bsocket(?:pair)?\((AF_\w+)", out))
