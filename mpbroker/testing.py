@@ -47,10 +47,21 @@ class BrokerStartError(RuntimeError):
     pass
 
 
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now on 127.0.0.1 and not handed out before by this process: the
+    kernel may give the same free port to two calls in a row (nothing is bound on the
+    first yet), and a broker told to listen twice on one port refuses to start."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN:
+            break
+    _GIVEN.add(port)
+    return port
 
 
 def api_versions_answered(s) -> bool:

@@ -56,3 +56,9 @@ def test_plugin_loads_with_dash_p(pytester):
     """)
     result = pytester.runpytest_subprocess("-p", "mpbroker.testing", "-p", "no:locust", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_free_port_never_hands_out_a_port_twice():
+    from mpbroker.testing import free_port
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
