@@ -99,15 +99,24 @@ class CachedPartition:
 
     def must_respond(self, error_code: int, high_watermark: int, lso: int,
                      log_start: int, has_records: bool, diverging: bool = False) -> bool:
-        changed = (has_records or error_code != 0 or diverging
-                   or high_watermark != self.last_high_watermark
-                   or lso != self.last_stable_offset or log_start != self.last_log_start_offset)
+        changed = has_news(error_code, has_records, diverging, (high_watermark, lso, log_start),
+                           (self.last_high_watermark, self.last_stable_offset,
+                            self.last_log_start_offset))
         # after an error the high watermark is forgotten, so the partition is sent again
         # once the error is gone (Kafka's CachedPartition.maybeUpdateResponseData)
         self.last_high_watermark = -1 if error_code else high_watermark
         self.last_stable_offset = lso
         self.last_log_start_offset = log_start
         return changed
+
+
+def has_news(error_code: int, has_records: bool, diverging: bool, offsets: tuple,
+             last_told: tuple) -> bool:
+    """A partition an incremental fetch response must carry: an error, records, a
+    diverging epoch, or (high watermark, last stable offset, log start offset) other
+    than what the client was last told (also the owner's rule when it leaves partitions
+    out of a forwarded part's answer, workers/payloads.py)."""
+    return bool(has_records or error_code or diverging or tuple(offsets) != tuple(last_told))
 
 
 @dataclass(eq=False)

@@ -24,6 +24,7 @@ import logging
 from mpbroker.protocol import api_keys
 from mpbroker.protocol.errors import ErrorCode
 from storage.slices import FileSlice
+from workers.fetch_session import has_news
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +128,10 @@ def drop_unchanged(request: dict, body: dict) -> None:
         parts = []
         for p in t.get("partitions") or ():
             k = known.get((key, p.get("partition_index")))
-            if (k is None or p.get("error_code") or p.get("records") or "diverging_epoch" in p
-                    or (p.get("high_watermark"), p.get("last_stable_offset"),
-                        p.get("log_start_offset")) != tuple(k)):
+            if k is None or has_news(p.get("error_code"), bool(p.get("records")),
+                                     "diverging_epoch" in p,
+                                     (p.get("high_watermark"), p.get("last_stable_offset"),
+                                      p.get("log_start_offset")), k):
                 parts.append(p)
         if parts:
             topics.append(t if len(parts) == len(t.get("partitions") or ()) else
