@@ -51,7 +51,8 @@ def parse_args(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers", default="mpbroker,tansu",
                     help="comma list: mpbroker, tansu, or host:port of a running broker (default mpbroker,tansu)")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma list of {', '.join(WORKLOADS)}")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help=f"comma list of {', '.join(WORKLOADS)}; empty: no side-by-side run (scaling run alone)")
     ap.add_argument("--tiny", action="store_true", help="a few seconds per round: " + str(TINY))
     ap.add_argument("--rounds", type=int, help="rounds per broker, alternating (default 2: A B A B)")
     ap.add_argument("--partitions", type=int, help="override every workload's partition count (default 100)")
@@ -150,7 +151,7 @@ def setup_of(args) -> Setup:
 
 def workloads_of(args) -> list[Workload]:
     out = []
-    for name in args.workloads.split(","):
+    for name in [n.strip() for n in args.workloads.split(",") if n.strip()]:
         if name not in WORKLOADS:
             raise SystemExit(f"unknown workload {name!r}: {', '.join(WORKLOADS)}")
         w = WORKLOADS[name]
@@ -212,7 +213,8 @@ def scaling_run(args, wl: Workload, setup: Setup, mp_overrides: dict) -> list[di
                 row = runner.measure("mpbroker", peer.bootstrap, pid_of(peer), wl, setup)
                 row["round"] = rnd
                 rows.append(row)
-            res = {k: runner.median_of(rows, k) for k in ("produce_mb_s", "consume_mb_s", "broker_cores")}
+            res = {k: runner.median_of(rows, k)
+                   for k in ("produce_mb_s", "consume_mb_s", "broker_cores", "client_cores", "machine_busy")}
             res.update(num_workers=n, broker_processes=procs, notes=sorted({n for r in rows for n in r["notes"]}))
         except Exception as e:  # noqa: BLE001
             res = {"num_workers": n, "broker_processes": 0, "notes": [f"failed: {e!r}"]}
@@ -257,14 +259,16 @@ def main(argv=None) -> int:
     run["limits"] = machine.measure_limits(Path(os.environ.get("TMPDIR", "/tmp")), args.loopback_s, args.disk_mb)
     print(f"# limits: {json.dumps({k: round(v, 1) for k, v in run['limits'].items()})}", flush=True)
 
+    if not wls and not args.scaling_workers:
+        raise SystemExit("nothing to run: name --workloads or --scaling-workers")
     peers = {}
-    for name in args.peers.split(","):
+    for name in (args.peers.split(",") if wls else []):
         try:
             peers[name] = make_peer(name, mp_overrides).start()
         except Exception as e:  # noqa: BLE001 - say exactly why a peer could not run, go on with the rest
             run["notes"].append(f"{name} did not run: {str(e).splitlines()[0]}")
             print(f"# {name}: cannot run: {e}", file=sys.stderr, flush=True)
-    if not peers:
+    if wls and not peers:
         print("no broker to measure", file=sys.stderr)
         return 1
     time.sleep(0.5)  # let a supervisor fork its workers before counting processes
@@ -311,4 +315,4 @@ def main(argv=None) -> int:
             print(f"# no plots: {e} (pip install matplotlib)", file=sys.stderr)
     print("\n" + md)
     print(f"\n# written to {out}/: results.json results.md {' '.join(run.get('plots', []))}")
-    return 0 if run["rows"] else 1
+    return 0 if run["rows"] or any(r.get("produce_mb_s") for r in run["scaling"]) else 1

@@ -93,7 +93,55 @@ def goals(run: dict) -> list[dict]:
         out.append({"goal": f"p99 end-to-end latency under 10 ms at half the max rate ({wl})",
                     "figure": f"p99 {fmt(p99, '{:.2f}')} ms at {fmt(rate, '{:,.0f}')} rec/s",
                     "met": None if p99 is None or p99 != p99 else p99 < 10.0})
+    g = scaling_goal(run.get("scaling", []))
+    if g:
+        out.append(g)
     return out
+
+
+SCALING_GOAL, SCALING_GOAL_UP_TO = 0.8, 8
+
+
+def scaling_efficiency(scaling: list[dict]) -> list[dict]:
+    """Per scaling row and direction (produce, catch-up consume): the speed-up over the
+    smallest worker count measured, the efficiency (speed-up per worker added in
+    proportion: 1.0 is linear) and the marginal efficiency (what the workers added since
+    the previous row brought, in units of one worker of the smallest row)."""
+    rows = sorted((r for r in scaling if r.get("produce_mb_s")), key=lambda r: r["num_workers"])
+    out = []
+    if not rows:
+        return out
+    base = rows[0]
+    prev = None
+    for r in rows:
+        e = {"num_workers": r["num_workers"]}
+        for key, short in (("produce_mb_s", "produce"), ("consume_mb_s", "consume")):
+            b, v = base.get(key), r.get(key)
+            if not b or v is None or v != v:
+                continue
+            per_worker = b / base["num_workers"]
+            e[f"{short}_speedup"] = v / b
+            e[f"{short}_efficiency"] = v / (per_worker * r["num_workers"])
+            if prev is not None and prev.get(key) is not None and r["num_workers"] > prev["num_workers"]:
+                e[f"{short}_marginal"] = (v - prev[key]) / (per_worker * (r["num_workers"] - prev["num_workers"]))
+        out.append(e)
+        prev = r
+    return out
+
+
+def scaling_goal(scaling: list[dict]) -> dict | None:
+    """The issue's goal over the rows up to SCALING_GOAL_UP_TO workers: efficiency at least
+    SCALING_GOAL for produce and catch-up consume (None when fewer than two rows ran)."""
+    eff = [e for e in scaling_efficiency(scaling) if e["num_workers"] <= SCALING_GOAL_UP_TO]
+    if len(eff) < 2:
+        return None
+    worst = {d: min((e[f"{d}_efficiency"] for e in eff if f"{d}_efficiency" in e), default=float("nan"))
+             for d in ("produce", "consume")}
+    met = all(v == v and v >= SCALING_GOAL for v in worst.values())
+    return {"goal": f"per-worker scaling efficiency at least {SCALING_GOAL} up to {SCALING_GOAL_UP_TO} workers",
+            "figure": f"lowest: produce {fmt(worst['produce'], '{:.2f}')}, consume {fmt(worst['consume'], '{:.2f}')} "
+                      f"(workers {', '.join(str(e['num_workers']) for e in eff)})",
+            "met": met}
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -157,17 +205,18 @@ def markdown(run: dict) -> str:
                       f"{fmt(lim['disk_write_fsync_mb_s'], '{:,.0f}')} MB/s"]]) + [""]
     lines += ["Workloads (after the OpenMessaging Benchmark):", ""]
     lines += [f"* `{w['name']}`: {w['title']}" for w in run["workloads"]] + [""]
-    lines += ["Per round:", ""]
-    lines += _round_table(run) + [""]
-    lines += ["Medians over rounds (ratio = mpbroker / peer; for latency and CPU lower is better):", ""]
-    lines += _median_table(run, METRICS) + [""]
-    lines += ["Broker CPU per request and per MB. Requests are counted by the clients (librdkafka's "
-              "statistics), the same way for every broker. Live: the measured window, Produce and Fetch "
-              "requests together (both run at once), MB produced + consumed; catch-up: the backlog read, "
-              "Fetch alone, MB read. Per broker and round:", ""]
-    lines += _cost_round_table(run) + [""]
-    lines += ["Medians over rounds (ratio = mpbroker / peer; for µs lower is better):", ""]
-    lines += _median_table(run, COST_METRICS) + [""]
+    if run["rows"]:  # none in a scaling run alone (--workloads "")
+        lines += ["Per round:", ""]
+        lines += _round_table(run) + [""]
+        lines += ["Medians over rounds (ratio = mpbroker / peer; for latency and CPU lower is better):", ""]
+        lines += _median_table(run, METRICS) + [""]
+        lines += ["Broker CPU per request and per MB. Requests are counted by the clients (librdkafka's "
+                  "statistics), the same way for every broker. Live: the measured window, Produce and Fetch "
+                  "requests together (both run at once), MB produced + consumed; catch-up: the backlog read, "
+                  "Fetch alone, MB read. Per broker and round:", ""]
+        lines += _cost_round_table(run) + [""]
+        lines += ["Medians over rounds (ratio = mpbroker / peer; for µs lower is better):", ""]
+        lines += _median_table(run, COST_METRICS) + [""]
     lines += ["Goals:", ""]
     lines += _table(["goal", "figure", "met"],
                     [[g["goal"], g["figure"], {True: "yes", False: "**no**", None: "-"}[g["met"]]]
@@ -176,10 +225,21 @@ def markdown(run: dict) -> str:
         lines += ["Per-worker scaling (mpbroker, `--override num.workers=N`, workload "
                   f"`{run['scaling_workload']}`):", ""]
         lines += _table(["num.workers", "broker processes (whole tree)", "produce MB/s", "consume (catch-up) MB/s",
-                         "broker CPU cores", "notes"],
+                         "broker CPU cores", "client CPU cores", "machine busy", "notes"],
                         [[str(r["num_workers"]), str(r["broker_processes"]), fmt(r.get("produce_mb_s")),
                           fmt(r.get("consume_mb_s")), fmt(r.get("broker_cores"), "{:.2f}"),
+                          fmt(r.get("client_cores"), "{:.2f}"), fmt(r.get("machine_busy"), "{:.0%}"),
                           "; ".join(r.get("notes", []))] for r in run["scaling"]]) + [""]
+        eff = scaling_efficiency(run["scaling"])
+        if len(eff) > 1:
+            lines += [f"Scaling efficiency over num.workers={eff[0]['num_workers']} (1.00 = linear; marginal: what "
+                      "the workers added since the row before brought, per worker of the first row):", ""]
+            lines += _table(["num.workers", "produce speed-up", "produce efficiency", "produce marginal",
+                             "consume speed-up", "consume efficiency", "consume marginal"],
+                            [[str(e["num_workers"])] + [fmt(e.get(f"{d}_{k}"), "{:.2f}")
+                                                        for d in ("produce", "consume")
+                                                        for k in ("speedup", "efficiency", "marginal")]
+                             for e in eff]) + [""]
     notes = [f"* {n}" for n in run.get("notes", [])]
     if notes:
         lines += ["Notes:", ""] + notes + [""]

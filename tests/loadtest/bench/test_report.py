@@ -4,6 +4,7 @@ No broker runs here; tests/loadtest/test_bench.py runs the real thing."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -173,3 +174,56 @@ def test_write_plots_draws_the_cost_figure(tmp_path):
     assert "cost.png" in written and "throughput.png" in written
     assert (tmp_path / "cost.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
+
+
+def scaling_rows() -> list[dict]:
+    return [{"num_workers": 1, "broker_processes": 3, "produce_mb_s": 100.0, "consume_mb_s": 200.0},
+            {"num_workers": 2, "broker_processes": 4, "produce_mb_s": 190.0, "consume_mb_s": 400.0},
+            {"num_workers": 4, "broker_processes": 6, "produce_mb_s": 300.0, "consume_mb_s": 720.0},
+            {"num_workers": 16, "broker_processes": 18, "produce_mb_s": 400.0, "consume_mb_s": 800.0}]
+
+
+def test_scaling_efficiency_is_speedup_per_worker_over_the_smallest_row():
+    eff = {e["num_workers"]: e for e in report.scaling_efficiency(scaling_rows())}
+    assert eff[1]["produce_efficiency"] == 1.0 and "produce_marginal" not in eff[1]
+    assert eff[2]["produce_speedup"] == 1.9 and eff[2]["produce_efficiency"] == 0.95
+    assert eff[4]["produce_efficiency"] == 0.75 and eff[4]["produce_marginal"] == 0.55
+    assert eff[4]["consume_efficiency"] == 0.9 and eff[4]["consume_marginal"] == 0.8
+    assert eff[16]["produce_efficiency"] == 0.25
+    # a failed row (no figures) is left out; the base is the smallest worker count that ran
+    rows = [{"num_workers": 1, "broker_processes": 0, "notes": ["failed: x"]}] + scaling_rows()[1:]
+    eff = report.scaling_efficiency(rows)
+    assert [e["num_workers"] for e in eff] == [2, 4, 16] and eff[1]["produce_efficiency"] == 300 / (95 * 4)
+
+
+def test_scaling_goal_counts_rows_up_to_eight_workers():
+    g = report.scaling_goal(scaling_rows())
+    assert g["met"] is False and "produce 0.75, consume 0.90" in g["figure"] and "16" not in g["figure"]
+    good = [dict(r, produce_mb_s=100.0 * r["num_workers"] * 0.9) for r in scaling_rows()[:3]]
+    assert report.scaling_goal(good)["met"] is True
+    assert report.scaling_goal(scaling_rows()[:1]) is None
+
+
+def test_markdown_shows_the_scaling_efficiency_and_its_goal():
+    run = run_of(alternating_rounds())
+    run["scaling"] = scaling_rows()
+    md = report.markdown(run)
+    assert "Scaling efficiency over num.workers=1" in md
+    assert "| 4 | 3.00 | 0.75 | 0.55 | 3.60 | 0.90 | 0.80 |" in md
+    assert "per-worker scaling efficiency at least 0.8 up to 8 workers" in md
+
+
+def test_a_scaling_run_alone_starts_no_peer(monkeypatch, tmp_path):
+    # `--workloads ""`: no side-by-side rounds, only the scaling rows
+    started = []
+    monkeypatch.setattr(cli, "make_peer", lambda *a, **k: started.append(a) or (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(cli.machine, "measure_limits", lambda *a: {"loopback_tcp_mb_s": 1.0, "disk_write_mb_s": 1.0,
+                                                                   "disk_write_fsync_mb_s": 1.0})
+    monkeypatch.setattr(cli, "scaling_run", lambda args, wl, setup, ov: scaling_rows())
+    rc = cli.main(["--workloads", "", "--scaling-workers", "1,2,4,16", "--out", str(tmp_path), "--no-plots"])
+    assert rc == 0 and started == []
+    run = json.loads((tmp_path / "results.json").read_text())
+    assert run["rows"] == [] and len(run["scaling"]) == 4
+    assert "Scaling efficiency" in (tmp_path / "results.md").read_text()
+    with pytest.raises(SystemExit):
+        cli.main(["--workloads", "", "--out", str(tmp_path)])
