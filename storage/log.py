@@ -583,9 +583,9 @@ class Log(LogRecovery, LogRetention):
                 max_pos = bound.position if bound is not None else None
             r = seg.read(offset, remaining, max_pos, min_one_batch and not slices)
             if r is None:
-                if slices:
-                    break
-                continue
+                if slices and seg.size:
+                    break       # its next batch does not fit or lies past max_offset: no gap
+                continue        # empty (compacted away, or not yet written): the next goes on
             sl, base = r
             slices.append(sl)
             last_seg = seg

@@ -177,3 +177,28 @@ LogMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=25,
                                         deadline=None,
                                         suppress_health_check=[HealthCheck.too_slow])
 TestLogProperties = LogMachine.TestCase
+
+
+def test_a_read_goes_on_past_a_segment_compaction_emptied():
+    # found by the machine above: compaction left segments 9 and 11 empty, and a read
+    # from the log start stopped at the first of them, leaving out the records after it
+    m = LogMachine()
+    try:
+        for keys, size, codec in [([0, 5, 0, 0], 91, 0), ([0, 0], 35, 3), ([0, 3], 117, 0)]:
+            m.append(keys=keys, size=size, codec=codec)
+        m.compact()
+        m.append(keys=[1], size=99, codec=0)
+        m.append(keys=[0, 0], size=45, codec=0)
+        m.compact()
+        m.append(keys=[0, 0, 0, 0], size=92, codec=0)
+        m.compact()
+        m.append(keys=[4, 2, 5, 5], size=12, codec=0)
+        m.compact()
+        assert any(s.size == 0 for s in m.log.segments[1:-1])   # the case: an empty segment between
+        m.offsets_and_contents()
+        # a read bounded by max_bytes still stops where its next batch does not fit (no gap)
+        first = m.log.read(m.log.log_start_offset, 1)
+        assert len(first.slices) == 1
+        assert first.next_offset <= m.records[1][0]
+    finally:
+        m.teardown()
