@@ -214,7 +214,8 @@ def scaling_run(args, wl: Workload, setup: Setup, mp_overrides: dict) -> list[di
                 row["round"] = rnd
                 rows.append(row)
             res = {k: runner.median_of(rows, k)
-                   for k in ("produce_mb_s", "consume_mb_s", "broker_cores", "client_cores", "machine_busy")}
+                   for k in ("produce_mb_s", "consume_mb_s", "broker_cores", "broker_busiest_process_cores",
+                             "client_cores", "machine_busy")}
             res.update(num_workers=n, broker_processes=procs, notes=sorted({n for r in rows for n in r["notes"]}))
         except Exception as e:  # noqa: BLE001
             res = {"num_workers": n, "broker_processes": 0, "notes": [f"failed: {e!r}"]}

@@ -225,9 +225,11 @@ def markdown(run: dict) -> str:
         lines += ["Per-worker scaling (mpbroker, `--override num.workers=N`, workload "
                   f"`{run['scaling_workload']}`):", ""]
         lines += _table(["num.workers", "broker processes (whole tree)", "produce MB/s", "consume (catch-up) MB/s",
-                         "broker CPU cores", "client CPU cores", "machine busy", "notes"],
+                         "broker CPU cores", "busiest broker process (cores)", "client CPU cores", "machine busy",
+                         "notes"],
                         [[str(r["num_workers"]), str(r["broker_processes"]), fmt(r.get("produce_mb_s")),
                           fmt(r.get("consume_mb_s")), fmt(r.get("broker_cores"), "{:.2f}"),
+                          fmt(r.get("broker_busiest_process_cores"), "{:.2f}"),
                           fmt(r.get("client_cores"), "{:.2f}"), fmt(r.get("machine_busy"), "{:.0%}"),
                           "; ".join(r.get("notes", []))] for r in run["scaling"]]) + [""]
         eff = scaling_efficiency(run["scaling"])

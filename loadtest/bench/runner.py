@@ -71,29 +71,38 @@ class Setup:
 def tree_cpu_s(pid: int | None, children_only: bool = False) -> float:
     """CPU seconds (user + system) of a process and its live children (only the
     children with `children_only`); 0 when unknown."""
+    return sum(tree_cpu_by_pid(pid, children_only).values())
+
+
+def tree_cpu_by_pid(pid: int | None, children_only: bool = False) -> dict[int, float]:
+    """{pid: CPU seconds} of a process and its live children, as `tree_cpu_s` counts them."""
     if pid is None:
-        return 0.0
+        return {}
     import psutil
 
     try:
         root = psutil.Process(pid)
         procs = ([] if children_only else [root]) + root.children(recursive=True)
     except psutil.Error:
-        return 0.0
-    return _cpu_sum(procs)
+        return {}
+    return _cpu_each(procs)
 
 
-def _cpu_sum(procs: list) -> float:
+def _cpu_each(procs: list) -> dict[int, float]:
     import psutil
 
-    total = 0.0
+    out = {}
     for p in procs:
         try:
             t = p.cpu_times()
-            total += t.user + t.system
+            out[p.pid] = t.user + t.system
         except psutil.Error:
             pass
-    return total
+    return out
+
+
+def _cpu_sum(procs: list) -> float:
+    return sum(_cpu_each(procs).values())
 
 
 class TreeCpu:
@@ -132,7 +141,8 @@ class CpuSample:
 
         self.t = time.monotonic()
         self.wall_ns = time.time_ns()
-        self.broker = tree_cpu_s(broker_pid)
+        self.per_pid = tree_cpu_by_pid(broker_pid)
+        self.broker = sum(self.per_pid.values())
         self.machine = psutil.cpu_times()
 
     def since(self, earlier: "CpuSample") -> dict:
@@ -141,7 +151,12 @@ class CpuSample:
         total = sum(busy)
         idle = busy[self.machine._fields.index("idle")] + (
             busy[self.machine._fields.index("iowait")] if "iowait" in self.machine._fields else 0.0)
+        # the busiest process of the broker's tree (a worker, usually a front): one at a
+        # whole core bounds the broker however many workers idle beside it
+        busiest = max((cpu - earlier.per_pid[pid] for pid, cpu in self.per_pid.items()
+                       if pid in earlier.per_pid), default=float("nan"))
         return {"broker_cores": (self.broker - earlier.broker) / wall,
+                "broker_busiest_process_cores": busiest / wall,
                 "machine_busy": 1.0 - idle / total if total > 0 else float("nan")}
 
 
@@ -297,6 +312,7 @@ def _live(bootstrap, broker_pid, topic, wl: Workload, setup: Setup, total_rate) 
         "client_errors": _errors(results),
         "hit_max_records": any(r["hit_max_records"] for r in prods),
         "broker_cores": cpu["broker_cores"], "machine_busy": cpu["machine_busy"],
+        "broker_busiest_process_cores": cpu.get("broker_busiest_process_cores"),
         "client_cores": client_cores,
         # CPU the machine spent on anything else (other jobs on a shared machine): background load
         "other_cores": max(0.0, cpu["machine_busy"] * _cpus() - cpu["broker_cores"] - client_cores),
@@ -354,6 +370,9 @@ def _notes(row: dict) -> list[str]:
         notes.append(f"client-bound: a live consumer process used {row['consumer_core_busy']:.0%} of a core")
     if row.get("drainer_core_busy", 0) >= CLIENT_SATURATED:
         notes.append(f"client-bound: a catch-up consumer process used {row['drainer_core_busy']:.0%} of a core")
+    hot = row.get("broker_busiest_process_cores")
+    if hot is not None and hot == hot and hot >= CLIENT_SATURATED:
+        notes.append(f"broker process-bound: one broker process used {hot:.0%} of a core")
     busy = max(row["machine_busy"], row.get("drain_machine_busy", 0.0))
     if busy >= MACHINE_SATURATED:
         notes.append(f"machine CPU-bound ({busy:.0%} of all CPUs busy; clients and broker share them)")
