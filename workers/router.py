@@ -470,7 +470,7 @@ class Router:
         t = md.topics.get(topic) if md is not None else None
         if t is None or not t.partitions or not key:
             return None
-        return topic, coordinator_partition(key, len(t.partitions))
+        return topic, coordinator_partition(key, t.num_partitions)
 
     def group_owner(self, group_id: str) -> int:
         tp = self._coordinator_key(OFFSETS_TOPIC, group_id)

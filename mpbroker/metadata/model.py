@@ -150,6 +150,17 @@ class Topic:
     partitions: Mapping[int, PartitionState]
     configs: Mapping[str, str] = field(default_factory=dict)
     is_internal: bool = False
+    # The topic's partition count by its assignment when some partitions are not shown
+    # yet (cluster mode: the controller initializes a new topic's partitions one by one);
+    # -1: all are shown. What maps a key to a partition (group and transaction
+    # coordinators) must use `num_partitions`, never len(partitions) (Kafka fixes that
+    # count too), or a key moves while the topic is being created.
+    partition_count: int = -1
+
+    @property
+    def num_partitions(self) -> int:
+        """The topic's partition count, shown or not (see `partition_count`)."""
+        return self.partition_count if self.partition_count >= 0 else len(self.partitions)
 
     @property
     def replication_factor(self) -> int:
@@ -678,6 +689,7 @@ def to_dict(md: ClusterMetadata) -> dict:
             "name": t.name,
             "topic_id": uuid_to_str(t.topic_id),
             "is_internal": t.is_internal,
+            **({"partition_count": t.partition_count} if t.partition_count >= 0 else {}),
             "configs": dict(t.configs),
             "partitions": [{
                 "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
@@ -708,7 +720,7 @@ def from_dict(d: Mapping) -> ClusterMetadata:
                                                 p["isr"], p.get("offline_replicas", ()), p.get("partition_epoch", 0))
                  for p in t["partitions"]}
         topics[t["name"]] = Topic(t["name"], uuid_from_str(t["topic_id"]), parts, dict(t["configs"]),
-                                  t["is_internal"])
+                                  t["is_internal"], t.get("partition_count", -1))
     scram_users = {u: {m: credential_from_string(c) for m, c in creds.items()}
                    for u, creds in d.get("scram_users", {}).items()}
     return ClusterMetadata(d["cluster_id"], d["controller_id"], brokers, topics, d["epoch"],

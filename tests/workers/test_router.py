@@ -215,7 +215,7 @@ def _counting_router(topics: dict):
 
 def _md_with_partitions(topics: dict):
     return type("MD", (), {"topics": {
-        name: type("T", (), {"partitions": dict.fromkeys(range(n))})()
+        name: type("T", (), {"partitions": dict.fromkeys(range(n)), "num_partitions": n})()
         for name, n in topics.items()}})()
 
 
@@ -252,7 +252,7 @@ class _Mesh:
         from workers.router import Router
 
         def topic(n):
-            return type("T", (), {"partitions": dict.fromkeys(range(n))})()
+            return type("T", (), {"partitions": dict.fromkeys(range(n)), "num_partitions": n})()
 
         class B:
             worker_id = 0
@@ -492,3 +492,23 @@ def test_complete_answers_an_owners_parked_fetch_part_now(tmp_path):
         assert len(link.sent) == 1 and len(broker.fetch_purgatory) == 1
         broker.close()
     asyncio.run(run())
+
+
+def test_a_coordinator_key_maps_by_the_topics_whole_partition_count():
+    # __consumer_offsets shown in part (cluster mode, while it is created): a group keeps
+    # the partition it maps to with all 3 shown
+    from mpbroker.metadata import model
+    from workers.groups.partitioner import coordinator_partition
+    from workers.router import Router
+
+    st = model.PartitionState(0, 1, 0, (1,), (1,))
+
+    class B:
+        worker_id = 0
+        placement = type("P", (), {"num_workers": 2})()
+        metadata = type("MD", (), {"topics": {
+            "__consumer_offsets": model.Topic("__consumer_offsets", b"\x01" * 16, {0: st}, {}, True, 3)}})()
+
+    r = Router(B())
+    group = next(g for g in (f"g{i}" for i in range(100)) if coordinator_partition(g, 3) == 2)
+    assert r._coordinator_key("__consumer_offsets", group) == ("__consumer_offsets", 2)

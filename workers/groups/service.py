@@ -61,7 +61,7 @@ class GroupService:
     def num_partitions(self) -> int:
         t = self.broker.metadata.topics.get(OFFSETS_TOPIC) if self.broker.metadata else None
         if t is not None:
-            return len(t.partitions)
+            return t.num_partitions
         return self.broker.config["offsets.topic.num.partitions"]
 
     def partition_for(self, group_id: str) -> int:

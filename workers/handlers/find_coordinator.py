@@ -40,8 +40,11 @@ def locate(broker, key: str, key_type: int, listener_name: str | None = None) ->
         idx = broker.groups.partition_for(key)
     else:
         idx = broker.transactions.partition_for(key)
-    leader = topic.partitions[idx].leader
-    node = broker.metadata.brokers.get(leader)
+    state = topic.partitions.get(idx)
+    if state is None:           # not initialized yet (a topic being created)
+        out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return out
+    node = broker.metadata.brokers.get(state.leader)
     if node is None:
         out["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return out

@@ -116,7 +116,7 @@ class TransactionService:
         md = self.broker.metadata
         t = md.topics.get(TXN_TOPIC) if md is not None else None
         if t is not None and t.partitions:
-            return len(t.partitions)
+            return t.num_partitions
         return int(self.broker.config["transaction.state.log.num.partitions"])
 
     def partition_for(self, transactional_id: str) -> int:

@@ -331,7 +331,8 @@ class ZnodeCache:
                                                 offline, st.zk_version)
             if parts:
                 topics[name] = model.Topic(name, ta.topic_id, parts, dict(self.configs.get(name, {})),
-                                           name in INTERNAL_TOPICS)
+                                           name in INTERNAL_TOPICS,
+                                           len(ta.partitions) if len(parts) < len(ta.partitions) else -1)
         return model.ClusterMetadata(self.cluster_id, self.controller_id, brokers, topics, epoch,
                                      scram_users={u: dict(c) for u, c in self.scram.items()},
                                      acls=self.acls, acl_version=self.acl_version,

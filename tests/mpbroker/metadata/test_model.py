@@ -317,3 +317,14 @@ def test_a_broker_answers_the_address_of_the_listener_asked_for():
     assert Broker(2, "h", 9092).address("SSL") == ("h", 9092)
     md = m.register_broker(m.ClusterMetadata("c"), b)
     assert m.from_dict(json.loads(json.dumps(m.to_dict(md)))).brokers[1] == b
+
+
+def test_a_topic_shown_in_part_keeps_its_partition_count_across_the_dict():
+    md = m.create_topic(cluster(), "t", 3, 1)
+    t = md.topics["t"]
+    part = m.Topic(t.name, t.topic_id, {0: t.partitions[0]}, {}, False, 3)
+    assert part.num_partitions == 3 and t.num_partitions == 3 and t.partition_count == -1
+    md2 = m.ClusterMetadata(md.cluster_id, md.controller_id, md.brokers, {"t": part}, md.epoch)
+    d = json.loads(json.dumps(m.to_dict(md2)))
+    assert m.from_dict(d).topics["t"].num_partitions == 3
+    assert "partition_count" not in m.to_dict(md)["topics"][0]     # whole topics: as before

@@ -205,3 +205,23 @@ def test_group_records_use_the_offsets_topic_codec(tmp_path):
         assert fetch(b.groups.coordinator_for("g"), "g")[1] == {("t", 0): (42, -1, "x" * 200, 0)}
         b.shutdown()
     run(main())
+
+
+def test_the_coordinator_partition_count_is_the_topics_whole_count():
+    # cluster mode shows __consumer_offsets while its partitions are initialized one by
+    # one: a group must map to the same partition before and after (it once moved from
+    # partition 0 to its own, which then did not know the group: GROUP_ID_NOT_FOUND)
+    import types
+
+    from mpbroker.metadata import model
+    from workers.groups.service import GroupService
+
+    st = model.PartitionState(0, 1, 0, (1,), (1,))
+    part = model.Topic(OFFSETS, b"\x01" * 16, {0: st}, {}, True, 3)
+    svc = types.SimpleNamespace(broker=types.SimpleNamespace(
+        metadata=types.SimpleNamespace(topics={OFFSETS: part}),
+        config={"offsets.topic.num.partitions": 50}))
+    assert GroupService.num_partitions.fget(svc) == 3
+    whole = model.Topic(OFFSETS, b"\x01" * 16, {i: st for i in range(3)}, {}, True)
+    svc.broker.metadata.topics[OFFSETS] = whole
+    assert GroupService.num_partitions.fget(svc) == 3

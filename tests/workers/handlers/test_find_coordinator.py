@@ -75,3 +75,11 @@ def test_a_missing_internal_topic_is_created_first():
     assert fc.handle(off, NS(api_version=3), {"key_type": 0, "key": "g"})["error_code"] == \
         ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert off.controller.ensured == []
+
+
+def test_a_partition_not_initialized_yet_has_no_coordinator():
+    # cluster mode: __consumer_offsets is shown while the controller initializes its
+    # partitions; the key's partition (1 here) is not shown yet
+    b = make_broker({OFFSETS_TOPIC: NS(partitions={0: NS(leader=1)})})
+    assert fc.locate(b, "g", 0)["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert fc.locate(b, "gg", 0)["node_id"] == 1

@@ -42,3 +42,15 @@ def test_drop_topic(cache):
          states={("t", 0): (1, (1,)), ("u", 0): (1, (1,))})
     cache.drop_topic("t")
     assert list(cache.topics) == ["u"] and list(cache.states) == [("u", 0)]
+
+
+def test_a_topic_shown_in_part_keeps_its_whole_partition_count(cache):
+    # the controller initializes a new topic's partitions one by one: what maps a key to
+    # a partition (group and transaction coordinators) must see 3 partitions throughout
+    fill(cache, brokers=(1, 2), topics={"__consumer_offsets": {0: (1,), 1: (2,), 2: (1,)}},
+         states={("__consumer_offsets", 0): (1, (1,))})
+    t = cache.build(0).topics["__consumer_offsets"]
+    assert list(t.partitions) == [0] and t.partition_count == 3 and t.num_partitions == 3
+    fill(cache, states={("__consumer_offsets", 1): (2, (2,)), ("__consumer_offsets", 2): (1, (1,))})
+    t = cache.build(1).topics["__consumer_offsets"]
+    assert len(t.partitions) == 3 and t.partition_count == -1 and t.num_partitions == 3
