@@ -92,6 +92,18 @@ _HEADS = _StructCache("<III{}I")     # length, meta_len, nbufs and n buffer leng
 _LENS = _StructCache("<{}I")         # n buffer lengths
 
 
+def advance(iov: list, n: int) -> list:
+    """What is left of buffer list `iov` once its first `n` bytes are sent (a partial
+    `sendmsg`): the buffers after them, the first cut as a byte memoryview. The mesh and
+    the client connections (workers/connection.py) both resume this way."""
+    for i, buf in enumerate(iov):
+        size = len(buf) if type(buf) is not memoryview else buf.nbytes
+        if n < size:
+            return [memoryview(buf).cast("B")[n:] if n else buf, *iov[i + 1:]]
+        n -= size
+    return []
+
+
 def encode(msg: Any, buffers=()) -> tuple[list, int]:
     """The chunks of one frame, [header, meta pickle, *buffers] (buffers not copied), and
     its total size."""
@@ -325,13 +337,7 @@ class Channel:
             self.bytes_sent += n
             if n == total:
                 return
-            for c in chunks:
-                c = memoryview(c).cast("B")
-                if n >= len(c):
-                    n -= len(c)
-                    continue
-                self.out.append(c[n:] if n else c)
-                n = 0
+            self.out.extend(memoryview(c).cast("B") for c in advance(chunks, n))
             if not self.out:
                 return
         else:

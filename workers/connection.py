@@ -74,6 +74,7 @@ import socket
 import time
 from typing import Callable
 
+from mpbroker.ipc import advance
 from mpbroker.protocol import framing
 from mpbroker.security import sasl as sasl_states
 from mpbroker.security.principal import ANONYMOUS
@@ -492,7 +493,7 @@ class Connection:
             if n == size:
                 return
             size -= n
-            iov = _advance(iov, n)
+            iov = advance(iov, n)
             if not iov:
                 return
 
@@ -602,16 +603,6 @@ class Connection:
             pass
         if self.on_close:
             self.on_close(self)
-
-
-def _advance(iov: list, n: int) -> list:
-    """What is left of `iov` once its first `n` bytes are sent."""
-    for i, buf in enumerate(iov):
-        size = len(buf) if type(buf) is not memoryview else buf.nbytes
-        if n < size:
-            return [memoryview(buf).cast("B")[n:] if n else buf, *iov[i + 1:]]
-        n -= size
-    return []
 
 
 def _identity(fd: int) -> tuple[int, int] | None:

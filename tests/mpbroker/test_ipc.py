@@ -312,3 +312,15 @@ def test_an_unbatched_channel_writes_in_send():
         assert _CountingSocket.sendmsgs == 1
         la.close(), b.close()
     asyncio.run(run())
+
+
+def test_advance_cuts_a_buffer_list_after_a_partial_send():
+    import array as arr
+
+    from mpbroker.ipc import advance
+
+    ints = memoryview(arr.array("i", [1, 2]))           # 8 bytes, items of 4
+    rest = advance([b"ab", ints, b"cd"], 5)
+    assert [bytes(b) for b in rest] == [ints.tobytes()[3:], b"cd"]
+    assert advance([b"ab", b"cd"], 2) == [b"cd"]       # a whole buffer sent: the rest as it was
+    assert advance([b"ab"], 2) == [] and advance([], 0) == []

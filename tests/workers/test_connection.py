@@ -474,8 +474,8 @@ def test_more_buffers_than_iov_max(tmp_path, monkeypatch):
     monkeypatch.setattr(connection, "IOV_MAX", 4)
     calls = _send(tmp_path, [1] * 5)                 # 11 buffers: 4 + 4 + 3
     assert calls == [(4, socket.MSG_MORE), (4, socket.MSG_MORE), (3, 0)]
-    assert connection._advance([b"ab", b"cd", b"ef"], 3)[0].tobytes() == b"d"
-    assert connection._advance([b"ab", b"cd"], 4) == []
+    assert connection.advance([b"ab", b"cd", b"ef"], 3)[0].tobytes() == b"d"
+    assert connection.advance([b"ab", b"cd"], 4) == []
 
 
 def test_a_small_slice_of_a_file_that_shrank_or_went_away(tmp_path):
