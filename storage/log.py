@@ -583,9 +583,11 @@ class Log(LogRecovery, LogRetention):
                 max_pos = bound.position if bound is not None else None
             r = seg.read(offset, remaining, max_pos, min_one_batch and not slices)
             if r is None:
-                if slices and seg.size:
-                    break       # its next batch does not fit or lies past max_offset: no gap
-                continue        # empty (compacted away, or not yet written): the next goes on
+                if seg.size and seg.translate_offset(offset) is not None:
+                    # it holds the next batch, which does not fit or lies past max_offset:
+                    # stop here, or a later segment's batch would leave a gap
+                    break
+                continue        # nothing at or after `offset` (emptied by compaction): go on
             sl, base = r
             slices.append(sl)
             last_seg = seg

@@ -129,6 +129,21 @@ def test_read_bounds(tmp_path, clock):
     assert log.read(4, 100, max_offset=4).slices == []
 
 
+def test_a_batch_that_does_not_fit_is_never_skipped_for_the_next_segments(tmp_path, clock):
+    # a Fetch's later partitions read with min_one_batch=False: when the batch at the
+    # offset is larger than what is left, nothing is read (a smaller batch from the next
+    # segment would leave the offsets of the big one out for good)
+    log = open_log(tmp_path, clock)
+    log.append(batch(1, value=b"x" * 1000), 0)        # offset 0, about 1.1 KB
+    log.roll()
+    log.append(batch(1, value=b"y"), 0)               # offset 1, in the next segment
+    assert [s.base_offset for s in log.segments] == [0, 1]
+    info = log.read(0, 200, min_one_batch=False)
+    assert info.slices == [] and info.next_offset == 0
+    assert log.read(0, 200).first_offset == 0       # min_one_batch: the big one alone
+    assert [b.base_offset for b in iter_batches(log.read_records_bytes(0))] == [0, 1]
+
+
 def test_offset_for_timestamp_and_special_values(tmp_path, clock):
     log = open_log(tmp_path, clock)
     for i in range(20):

@@ -80,7 +80,10 @@ class LogMachine(RuleBasedStateMachine):
         lo, hi = self.log.log_start_offset, self.log.log_end_offset
         off = data.draw(st.integers(lo, hi))
         max_bytes = data.draw(st.integers(1, 2000))
-        info = self.log.read(off, max_bytes)
+        # a Fetch reads its later partitions without min_one_batch, and up to the HW
+        min_one = data.draw(st.booleans())
+        max_offset = data.draw(st.one_of(st.none(), st.integers(lo, hi)))
+        info = self.log.read(off, max_bytes, max_offset, min_one_batch=min_one)
         got = []
         total = 0
         for sl in info.slices:
@@ -91,10 +94,14 @@ class LogMachine(RuleBasedStateMachine):
                 got += [(r.offset, r.key, r.value) for r in b.records()]
         expect = [r for r in self.records if r[0] >= off]
         got = [r for r in got if r[0] >= off]
-        assert got == expect[:len(got)]
-        if expect:
+        assert got == expect[:len(got)]                 # from `off` on, no gap
+        if max_offset is not None:
+            assert all(r[0] < max_offset for r in got)
+        if expect and min_one and max_offset is None:   # (a bound cuts whole batches)
             assert info.slices, "at least one batch"
-        if len(info.slices) and total > max_bytes:
+        if not min_one:
+            assert total <= max_bytes
+        elif len(info.slices) and total > max_bytes:
             assert len(info.slices) == 1                # only the one oversized batch
 
     @rule()
