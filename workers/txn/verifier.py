@@ -51,7 +51,10 @@ class TxnVerifier:
         if TXN_TOPIC not in broker.metadata.topics:
             return ErrorCode.INVALID_TXN_STATE
         idx = txn.partition_for(tid)
-        leader = broker.metadata.topics[TXN_TOPIC].partitions[idx].leader
+        state = broker.metadata.topics[TXN_TOPIC].partitions.get(idx)
+        if state is None:       # not initialized yet (the topic is being created): retriable
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        leader = state.leader
         body = {"transactions": [{"transactional_id": tid, "producer_id": pid,
                                   "producer_epoch": epoch, "verify_only": True,
                                   "topics": [{"name": topic, "partitions": [partition]}]}]}

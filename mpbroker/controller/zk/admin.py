@@ -100,9 +100,14 @@ class TopicAdmin:
         md = self._metadata()
         topics = dict(md.topics)
         for name, ta in self.cache.topics.items():
-            if name not in topics:
-                topics[name] = model.Topic(name, ta.topic_id, {
-                    p: model.PartitionState(p, -1, 0, ar, ()) for p, ar in ta.partitions.items()})
+            shown = topics.get(name)
+            if shown is None or shown.partition_count >= 0:     # not shown, or in part
+                parts = {p: model.PartitionState(p, -1, 0, ar, ()) for p, ar in ta.partitions.items()}
+                if shown is not None:
+                    parts.update(shown.partitions)
+                    topics[name] = replace(shown, partitions=parts, partition_count=-1)
+                else:
+                    topics[name] = model.Topic(name, ta.topic_id, parts)
         return replace(md, topics=topics)
 
     # ----------------------------------------------------------------- CreateTopics

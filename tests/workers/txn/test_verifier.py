@@ -38,3 +38,20 @@ def test_added_partitions_pass_the_others_do_not(tmp_path):
         assert await verify(b, None, pid, 0, "t", 0) == ErrorCode.INVALID_TXN_STATE
         b.shutdown()
     run(main())
+
+
+def test_a_coordinator_partition_not_shown_yet_answers_a_retriable_error():
+    # cluster mode shows __transaction_state while its partitions are initialized: the
+    # id's partition (2 of 3) is not there yet
+    import asyncio
+    import types
+
+    from mpbroker.metadata import model
+    from workers.txn.verifier import TXN_TOPIC, TxnVerifier
+
+    st = model.PartitionState(0, 1, 0, (1,), (1,))
+    NS = types.SimpleNamespace
+    broker = NS(metadata=NS(topics={TXN_TOPIC: model.Topic(TXN_TOPIC, b"\x01" * 16, {0: st}, {}, True, 3)}),
+                transactions=NS(partition_for=lambda tid: 2), broker_id=1)
+    v = TxnVerifier(broker)
+    assert asyncio.run(v._ask("a", 1, 0, "t", 0)) == ErrorCode.NOT_ENOUGH_REPLICAS

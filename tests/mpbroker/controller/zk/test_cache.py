@@ -54,3 +54,19 @@ def test_a_topic_shown_in_part_keeps_its_whole_partition_count(cache):
     fill(cache, states={("__consumer_offsets", 1): (2, (2,)), ("__consumer_offsets", 2): (1, (1,))})
     t = cache.build(1).topics["__consumer_offsets"]
     assert len(t.partitions) == 3 and t.partition_count == -1 and t.num_partitions == 3
+
+
+def test_validation_sees_every_partition_of_a_topic_shown_in_part(cache):
+    # CreatePartitions on a topic still being initialized must count its 3 partitions,
+    # not the 1 shown (it would hand out ids already assigned)
+    from mpbroker.controller.zk.admin import TopicAdmin
+
+    fill(cache, brokers=(1, 2), topics={"t": {0: (1,), 1: (2,), 2: (1,)}, "u": {0: (2,)}},
+         states={("t", 0): (1, (1,))})
+    admin = TopicAdmin.__new__(TopicAdmin)
+    admin.cache, admin._metadata = cache, lambda: cache.build(0)
+    view = admin.view_for_create()
+    t = view.topics["t"]
+    assert sorted(t.partitions) == [0, 1, 2] and t.num_partitions == 3 and t.partition_count == -1
+    assert t.partitions[0].leader == 1 and t.partitions[1].leader == -1   # shown state kept
+    assert sorted(view.topics["u"].partitions) == [0]                     # not shown at all
