@@ -97,7 +97,7 @@ def advance(iov: list, n: int) -> list:
     `sendmsg`): the buffers after them, the first cut as a byte memoryview. The mesh and
     the client connections (workers/connection.py) both resume this way."""
     for i, buf in enumerate(iov):
-        size = len(buf) if type(buf) is not memoryview else buf.nbytes
+        size = len(buf) if type(buf) in (bytes, bytearray) else memoryview(buf).nbytes
         if n < size:
             return [memoryview(buf).cast("B")[n:] if n else buf, *iov[i + 1:]]
         n -= size

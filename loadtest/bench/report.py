@@ -137,7 +137,8 @@ def scaling_goal(scaling: list[dict]) -> dict | None:
         return None
     worst = {d: min((e[f"{d}_efficiency"] for e in eff if f"{d}_efficiency" in e), default=float("nan"))
              for d in ("produce", "consume")}
-    met = all(v == v and v >= SCALING_GOAL for v in worst.values())
+    # None (not measured) when a direction has no figure
+    met = None if any(v != v for v in worst.values()) else all(v >= SCALING_GOAL for v in worst.values())
     return {"goal": f"per-worker scaling efficiency at least {SCALING_GOAL} up to {SCALING_GOAL_UP_TO} workers",
             "figure": f"lowest: produce {fmt(worst['produce'], '{:.2f}')}, consume {fmt(worst['consume'], '{:.2f}')} "
                       f"(workers {', '.join(str(e['num_workers']) for e in eff)})",

@@ -324,3 +324,4 @@ def test_advance_cuts_a_buffer_list_after_a_partial_send():
     assert [bytes(b) for b in rest] == [ints.tobytes()[3:], b"cd"]
     assert advance([b"ab", b"cd"], 2) == [b"cd"]       # a whole buffer sent: the rest as it was
     assert advance([b"ab"], 2) == [] and advance([], 0) == []
+    assert [bytes(b) for b in advance([arr.array("i", [1, 2])], 5)] == [arr.array("i", [1, 2]).tobytes()[5:]]
