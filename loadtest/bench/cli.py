@@ -316,4 +316,4 @@ def main(argv=None) -> int:
             print(f"# no plots: {e} (pip install matplotlib)", file=sys.stderr)
     print("\n" + md)
     print(f"\n# written to {out}/: results.json results.md {' '.join(run.get('plots', []))}")
-    return 0 if run["rows"] or any(r.get("produce_mb_s") for r in run["scaling"]) else 1
+    return 0 if run["rows"] or report.scaling_efficiency(run["scaling"]) else 1

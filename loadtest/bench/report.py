@@ -107,7 +107,8 @@ def scaling_efficiency(scaling: list[dict]) -> list[dict]:
     smallest worker count measured, the efficiency (speed-up per worker added in
     proportion: 1.0 is linear) and the marginal efficiency (what the workers added since
     the previous row brought, in units of one worker of the smallest row)."""
-    rows = sorted((r for r in scaling if r.get("produce_mb_s")), key=lambda r: r["num_workers"])
+    rows = sorted((r for r in scaling if r.get("produce_mb_s") and r["produce_mb_s"] == r["produce_mb_s"]),
+                  key=lambda r: r["num_workers"])
     out = []
     if not rows:
         return out
@@ -276,23 +277,24 @@ def write_plots(run: dict, out_dir) -> list[str]:
         written.append("throughput.png")
     written += _cost_plot(run, med, peers, out_dir, plt)
     lat_wls = [w["name"] for w in run["workloads"] if w["fixed_rate"]] or [w["name"] for w in run["workloads"]]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for wl in lat_wls:
-        for p in peers:
-            cdf = merged_latency(run, wl, p).cdf()
-            if cdf:
-                ax.plot([x / 1000 for x, _ in cdf], [y for _, y in cdf], label=f"{p} ({wl})")
-    ax.axvline(10.0, color="grey", linestyle="--", linewidth=1, label="10 ms (the p99 goal)")
-    ax.set_xscale("log")
-    ax.set_xlabel("end-to-end latency, ms (log)")
-    ax.set_ylabel("fraction of records")
-    ax.set_title(f"End-to-end latency CDF at {fmt(run.get('fixed_rate_rec_s'), '{:,.0f}')} rec/s")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "latency_cdf.png", dpi=110)
-    plt.close(fig)
-    written.append("latency_cdf.png")
+    if run["rows"]:     # none in a scaling run alone
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for wl in lat_wls:
+            for p in peers:
+                cdf = merged_latency(run, wl, p).cdf()
+                if cdf:
+                    ax.plot([x / 1000 for x, _ in cdf], [y for _, y in cdf], label=f"{p} ({wl})")
+        ax.axvline(10.0, color="grey", linestyle="--", linewidth=1, label="10 ms (the p99 goal)")
+        ax.set_xscale("log")
+        ax.set_xlabel("end-to-end latency, ms (log)")
+        ax.set_ylabel("fraction of records")
+        ax.set_title(f"End-to-end latency CDF at {fmt(run.get('fixed_rate_rec_s'), '{:,.0f}')} rec/s")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "latency_cdf.png", dpi=110)
+        plt.close(fig)
+        written.append("latency_cdf.png")
     if run.get("scaling"):
         fig, ax = plt.subplots(figsize=(6, 4))
         xs = [r["num_workers"] for r in run["scaling"]]

@@ -227,3 +227,12 @@ def test_a_scaling_run_alone_starts_no_peer(monkeypatch, tmp_path):
     assert "Scaling efficiency" in (tmp_path / "results.md").read_text()
     with pytest.raises(SystemExit):
         cli.main(["--workloads", "", "--out", str(tmp_path)])
+
+
+def test_a_scaling_run_alone_plots_the_scaling_only(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = run_of([])
+    run["workloads"], run["peers"], run["scaling"] = [], {}, scaling_rows()
+    assert report.write_plots(run, tmp_path) == ["scaling.png"]
+    nan = [dict(r, produce_mb_s=float("nan")) if r["num_workers"] == 1 else r for r in scaling_rows()]
+    assert report.scaling_efficiency(nan)[0]["num_workers"] == 2     # a NaN row is no base
