@@ -175,21 +175,37 @@ class Controllership:
                  new.leader, list(old.isr), list(new.isr), new.leader_epoch)
 
     # ----------------------------------------------------------------- partition states
-    async def init_partition(self, topic: str, p: int, ar, live) -> None:
-        candidates = [r for r in ar if r in live and r not in self.shutting_down]
-        if not candidates:
-            return          # stays new until a replica is alive (Kafka's NewPartition)
-        isr = tuple(r for r in ar if r in live)
-        state = zkdata.LeaderAndIsr(candidates[0], 0, isr, self.epoch)
-        t = self.fenced()
-        for path in (f"{zkdata.topic_path(topic)}/partitions", zkdata.partition_path(topic, p)):
-            if await self.session.call(self.session.zk.exists_async, path) is None:
-                t.create(path, b"")
-        t.create(zkdata.state_path(topic, p), zkdata.state_json(state))
-        if await self.commit(t) is None:
-            return
-        await self.cache.load_state(topic, p)
-        self.on_state_changed((topic, p))
+    async def init_partitions(self, topic: str, new: list, live) -> None:
+        """Initialize the new partitions `new` ([(partition, replicas)]) of `topic` in
+        fenced transactions of up to MULTI_OPS / 2 partitions (one for a smaller topic),
+        then tell the brokers about each batch in one go, as Kafka's controller brings a
+        new topic's partitions online together: a
+        broker never shows a topic with only some of them, on which a consumer group
+        would assign too few partitions, or a group id map to another coordinator."""
+        exists = self.session.zk.exists_async
+        for i in range(0, len(new), MULTI_OPS // 2):
+            t = self.fenced()
+            made = []
+            if await self.session.call(exists, f"{zkdata.topic_path(topic)}/partitions") is None:
+                t.create(f"{zkdata.topic_path(topic)}/partitions", b"")
+            for p, ar in new[i:i + MULTI_OPS // 2]:
+                candidates = [r for r in ar if r in live and r not in self.shutting_down]
+                if not candidates:
+                    continue    # stays new until a replica is alive (Kafka's NewPartition)
+                isr = tuple(r for r in ar if r in live)
+                state = zkdata.LeaderAndIsr(candidates[0], 0, isr, self.epoch)
+                if await self.session.call(exists, zkdata.partition_path(topic, p)) is None:
+                    t.create(zkdata.partition_path(topic, p), b"")
+                t.create(zkdata.state_path(topic, p), zkdata.state_json(state))
+                made.append(p)
+            if not made:
+                continue
+            if await self.commit(t) is None:
+                return
+            for p in made:
+                await self.cache.load_state(topic, p)
+            for p in made:
+                self.on_state_changed((topic, p))
 
     async def plan_partitions(self) -> None:
         """Initialize new partitions; elect and shrink ISRs where brokers came and went."""
@@ -199,12 +215,17 @@ class Controllership:
         for name, ta in list(cache.topics.items()):
             if name in cache.deleting:
                 continue              # Kafka elects nothing for a topic being deleted
+            new = [(p, ar) for p, ar in ta.partitions.items() if (name, p) not in cache.states]
+            if new:
+                if not self.active:
+                    return
+                await self.init_partitions(name, new, live)
+            fresh = {p for p, _ in new}
             for p, ar in list(ta.partitions.items()):
                 if not self.active:
                     return
                 st = cache.states.get((name, p))
-                if st is None:
-                    await self.init_partition(name, p, ar, live)
+                if st is None or p in fresh:
                     continue
                 gone = cache.offline.get((name, p))
                 choice = elections.plan(ar, st.leader, st.isr, live - gone if gone else live,
