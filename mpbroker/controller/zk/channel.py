@@ -207,7 +207,14 @@ class BrokerChannel:
                 await cache.load_topics()
             known = [(t, p) for t, p, _ in parts
                      if t in cache.topics and p in cache.topics[t].partitions]
-            await asyncio.gather(*(cache.load_state(t, p) for t, p in known))
+            # and the partitions of the same topics not in the view yet: a new topic's
+            # states are created together (controllership.init_partitions), and a
+            # LeaderAndIsr names only this broker's, so the view would otherwise show the
+            # topic with some partitions until the UpdateMetadata that follows
+            named = set(known)
+            siblings = [(t, p) for t in {t for t, _ in known} for p in cache.topics[t].partitions
+                        if (t, p) not in cache.states and (t, p) not in named]
+            await asyncio.gather(*(cache.load_state(t, p) for t, p in known + siblings))
             for t, p, _ in parts:
                 errors[(t, p)] = ErrorCode.NONE if (t, p) in known or api_key == STOP_REPLICA \
                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -34,3 +34,34 @@ def test_nothing_is_queued_unless_active(cache):
     ch = make(cache, active=False)
     ch.changed(("t", 0))
     assert ch._outbox == {}
+
+
+def test_a_leader_and_isr_also_loads_the_new_siblings_of_its_partitions(cache):
+    # a new topic's states are created together; the LeaderAndIsr to broker 1 names only
+    # partition 0, and the view must not show the topic with one partition of three
+    import asyncio
+
+    from mpbroker.controller import zkdata
+    from mpbroker.controller.zk.channel import LEADER_AND_ISR
+
+    fill(cache, brokers=(1, 2), topics={"t": {0: (1,), 1: (2,), 2: (2,)}, "u": {0: (2,)}})
+    loaded = []
+
+    async def load_state(t, p):
+        loaded.append((t, p))
+        cache.states[(t, p)] = zkdata.LeaderAndIsr(1 if p == 0 else 2, 0, (1,), 7)
+
+    async def nothing():
+        pass
+
+    cache.load_state, cache.load_controller = load_state, nothing
+    published = []
+    body = {"controller_id": 2, "controller_epoch": 7, "broker_epoch": -1, "type": 0,
+            "topic_states": [{"topic_name": "t", "topic_id": TOPIC_ID, "partition_states": [
+                {"partition_index": 0, "controller_epoch": 7, "leader": 1, "leader_epoch": 0, "isr": [1],
+                 "replicas": [1], "partition_epoch": 0, "adding_replicas": [], "removing_replicas": []}]}],
+            "live_leaders": []}
+    asyncio.run(make(cache).receive(LEADER_AND_ISR, 5, body, 0, False,
+                                    lambda: published.append(sorted(cache.build(1).topics["t"].partitions))))
+    assert sorted(loaded) == [("t", 0), ("t", 1), ("t", 2)]      # not "u": not named
+    assert published == [[0, 1, 2]]
