@@ -179,9 +179,9 @@ class Controllership:
         """Initialize the new partitions `new` ([(partition, replicas)]) of `topic` in
         fenced transactions of up to MULTI_OPS / 2 partitions (one for a smaller topic),
         then tell the brokers about each batch in one go, as Kafka's controller brings a
-        new topic's partitions online together: a
-        broker never shows a topic with only some of them, on which a consumer group
-        would assign too few partitions, or a group id map to another coordinator."""
+        new topic's partitions online together: a broker never shows a topic with only
+        some of them, on which a consumer group would assign too few partitions, or a
+        group id map to another coordinator."""
         exists = self.session.zk.exists_async
         for i in range(0, len(new), MULTI_OPS // 2):
             t = self.fenced()
@@ -202,8 +202,7 @@ class Controllership:
                 continue
             if await self.commit(t) is None:
                 return
-            for p in made:
-                await self.cache.load_state(topic, p)
+            await asyncio.gather(*(self.cache.load_state(topic, p) for p in made))
             for p in made:
                 self.on_state_changed((topic, p))
 
