@@ -77,15 +77,21 @@ class DelayedFetch(DelayedOperation):
 
     `plan` is a FetchPlan (workers/handlers/fetch/plan.py): `broker`, `fctx.partitions`,
     `isolation_level`, `replica_id`, `min_bytes`, `max_wait_ms`, `read_all()`,
-    `response(results)`."""
+    `response(results)`. `start` ({key: (bytes appended, bytes committed, LSO)}) gives
+    the counters a partition counts from when they are older than now (what was read
+    before the op could park: what arrived since wakes it at once); `base` is what the
+    read found already, towards `min_bytes`. A counter that went back (the partition
+    was replaced) completes the op: it reads again."""
 
     recheck_after_watch = False     # try_complete only reads, and reads nothing else
 
-    def __init__(self, plan, future: asyncio.Future):
+    def __init__(self, plan, future: asyncio.Future, lookup=None, start=None, base: int = 0):
         super().__init__(plan.max_wait_ms)
         self.plan = plan
         self.future = future
-        broker = plan.broker
+        # (topic, index) -> what a partition counts from (a Partition here; the front
+        # of a Fetch across workers also counts other workers' published state)
+        self.lookup = lookup if lookup is not None else plan.broker.partition
         self.start_bytes = {}
         # read_committed: only data below the LSO counts, so bytes appended count once
         # the LSO moved (a COMMIT/ABORT marker, or non-transactional data with no open
@@ -97,15 +103,23 @@ class DelayedFetch(DelayedOperation):
         # what each partition counted at its last check, and their sum: a check of one
         # key (`try_complete_key`) recounts that partition only
         self.counted = {}
-        self.accumulated = 0
-        partition = broker.partition
+        self.base = base
+        self.accumulated = base
+        partition = self.lookup
         start_bytes, start_lso, counter = self.start_bytes, self.start_lso, self.counter
+        which = 0 if plan.replica_id >= 0 else 1
         for cp in plan.fctx.partitions:
-            topic, index = cp.topic, cp.partition
-            p = partition(topic, index)
-            start_bytes[(topic, index)] = getattr(p, counter) if p else 0
+            key = (cp.topic, cp.partition)
+            snap = start.get(key) if start else None
+            if snap is not None:
+                start_bytes[key] = snap[which]
+                if self.committed:
+                    start_lso[key] = snap[2]
+                continue
+            p = partition(*key)
+            start_bytes[key] = getattr(p, counter) if p else 0
             if self.committed:
-                start_lso[(topic, index)] = p.last_stable_offset if p else -1
+                start_lso[key] = p.last_stable_offset if p else -1
 
     def _count(self, key, p) -> int:
         """What partition `p` at `key` counts towards min_bytes now."""
@@ -114,10 +128,10 @@ class DelayedFetch(DelayedOperation):
         return getattr(p, self.counter) - self.start_bytes[key]
 
     def try_complete(self) -> bool:
-        partition = self.plan.broker.partition
+        partition = self.lookup
         min_bytes, counted, counter = self.plan.min_bytes, self.counted, self.counter
         committed, start_lso = self.committed, self.start_lso
-        accumulated = 0
+        accumulated = self.base
         for key, start in self.start_bytes.items():
             p = partition(*key)
             if p is None or p.closed:
@@ -127,6 +141,8 @@ class DelayedFetch(DelayedOperation):
                 n = 0
             else:
                 n = getattr(p, counter) - start
+                if n < 0:
+                    return self.force_complete()
             counted[key] = n
             accumulated += n
             if accumulated >= min_bytes:
@@ -141,10 +157,12 @@ class DelayedFetch(DelayedOperation):
         partition, not every partition the fetch reads."""
         if key not in self.start_bytes:
             return self.try_complete()
-        p = self.plan.broker.partition(*key)
+        p = self.lookup(*key)
         if p is None or p.closed:
             return self.force_complete()
         n = self._count(key, p)
+        if n < 0:
+            return self.force_complete()
         self.accumulated += n - self.counted.get(key, 0)
         self.counted[key] = n
         if self.accumulated >= self.plan.min_bytes:

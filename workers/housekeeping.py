@@ -75,25 +75,31 @@ async def run(worker) -> None:
 def housekeep_partition(worker, p, now: int, due: set) -> None:
     """One partition's due jobs; a storage error goes to the worker's handling."""
     try:
-        _housekeep_log(p, now, due)
+        if _housekeep_log(p, now, due):     # fronts hear of the new log start
+            worker.fetch_purgatory.check_and_complete(p.key)
     except (OSError, KafkaStorageError) as e:
         err = e if isinstance(e, KafkaStorageError) else \
             KafkaStorageError.from_os_error(f"housekeeping of {p.log.dir}", e)
         worker.on_storage_error(p, err)
 
 
-def _housekeep_log(p, now: int, due: set) -> None:
+def _housekeep_log(p, now: int, due: set) -> bool:
+    """The due jobs of `p`'s log; whether retention moved its log start."""
     lg = p.log
     lg.maybe_flush(now)
     lg.maybe_roll(now)
     lg.delete_expired_files(now)
+    moved = False
     if "retention" in due and lg.config.delete:
+        start = lg.log_start_offset
         lg.enforce_retention(now)
         p._check()
+        moved = lg.log_start_offset != start
     if "checkpoint" in due:
         lg.checkpoint()
     if "producers" in due:
         lg.producer_state.remove_expired_producers(now)
+    return moved
 
 
 async def clean_logs(worker, now: int) -> None:

@@ -24,7 +24,6 @@ import logging
 from mpbroker.protocol import api_keys
 from mpbroker.protocol.errors import ErrorCode
 from storage.slices import FileSlice
-from workers.fetch_session import has_news
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +80,11 @@ def received_body(api_key: int, body: dict, raw) -> dict:
     return body
 
 
-def sanitize_response(api_key: int, body, request: dict | None = None):
+def sanitize_response(api_key: int, body):
     """FileSlices leave the owner as tuples with fd=-1: fds are per process (the front
-    opens by path); a Fetch answer leaves out what `request` says the front knows
-    (`drop_unchanged`)."""
+    opens by path)."""
     if api_key != api_keys.FETCH or not isinstance(body, dict):
         return body
-    if request is not None:
-        drop_unchanged(request, body)
     for t in body.get("responses") or ():
         for p in t.get("partitions") or ():
             recs = p.get("records")
@@ -98,45 +94,6 @@ def sanitize_response(api_key: int, body, request: dict | None = None):
             elif isinstance(recs, memoryview):
                 p["records"] = bytes(recs)
     return body
-
-
-def _topic_key(t: dict):
-    return t["topic_id"] if "topic_id" in t else t.get("topic")
-
-
-def drop_unchanged(request: dict, body: dict) -> None:
-    """An owner's Fetch answer without the partitions whose request entry carries
-    "known" (high watermark, last stable offset, log start offset: what the client of
-    an incremental session was last told, `router.fetch_subrequest`) and that have
-    nothing else to tell: no error, no records, no diverging epoch, the same three
-    offsets. Those are exactly the partitions the session's response leaves out
-    (CachedPartition.must_respond); the front fills them in from what it sent. A caught-up
-    long poll's answer is then as large as its news, not as the partitions it reads."""
-    if body.get("error_code"):
-        return          # a failed part: all of it goes back
-    known = {}
-    for t in request.get("topics") or ():
-        for p in t.get("partitions") or ():
-            k = p.get("known")
-            if k is not None:
-                known[(_topic_key(t), p["partition"])] = k
-    if not known:
-        return
-    topics = []
-    for t in body.get("responses") or ():
-        key = _topic_key(t)
-        parts = []
-        for p in t.get("partitions") or ():
-            k = known.get((key, p.get("partition_index")))
-            if k is None or has_news(p.get("error_code"), bool(p.get("records")),
-                                     "diverging_epoch" in p,
-                                     (p.get("high_watermark"), p.get("last_stable_offset"),
-                                      p.get("log_start_offset")), k):
-                parts.append(p)
-        if parts:
-            topics.append(t if len(parts) == len(t.get("partitions") or ()) else
-                          {**t, "partitions": parts})
-    body["responses"] = topics
 
 
 def pin_records(data: dict, conn) -> dict:

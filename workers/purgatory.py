@@ -45,7 +45,7 @@ the same key while it is being checked. Exceptions from ``try_complete`` /
 """
 from __future__ import annotations
 
-from typing import Dict, Hashable, Iterable, List, Optional
+from typing import Callable, Dict, Hashable, Iterable, List, Optional
 
 from workers.timing_wheel import Timer, TimerTask
 
@@ -124,6 +124,9 @@ class Purgatory:
         self._pending = 0                   # ops handed to us and not yet completed
         self._completed_in_lists = 0        # completed ops that may still be watched
         self.purged_total = 0
+        # called with each key checked, watched or not (workers/partition_states.py:
+        # an owner publishes the changes of its partitions to other workers' fronts)
+        self.on_check: Optional[Callable[[Hashable], None]] = None
 
     # -- adding ------------------------------------------------------------
 
@@ -157,6 +160,8 @@ class Purgatory:
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try every op watching ``key``; return how many this call completed."""
+        if self.on_check is not None:
+            self.on_check(key)
         ops = self._watchers.get(key)
         if not ops:
             return 0

@@ -12,7 +12,7 @@ the router decides nothing else about where a request goes:
   parts are merged back in request order (`merge_partitions`: topics and partitions in
   the order the client sent them, errors per partition). Fetch splits itself (its
   session and long poll: workers/handlers/fetch/fanout.py) over this module's
-  `forward`, `send_complete`, `fetch_subrequest` and `fetch_has_news`. Record bytes
+  `forward`, `states` and `fetch_subrequest`. Record bytes
   are never copied between processes for Fetch, and once for Produce (what crosses
   the mesh besides the pickle: workers/payloads.py).
 * group / txn: forwarded whole to the worker that owns partition
@@ -27,25 +27,26 @@ the router decides nothing else about where a request goes:
 Mesh messages (`workers/mesh.py` framing):
 
     front -> owner  {"op": "req", "id", "api_key", "version", "body", "client_id",
-                     "client_host", ["who"], ["keys"], ["oneway"]}
+                     "client_host", ["who"], ["sub"], ["oneway"]}
                     "who": the client connection's (principal, listener name,
                     security protocol), left out when (ANONYMOUS, None, PLAINTEXT)
                     Produce: each partition's "records" is the index of a raw buffer
                     sent after the pickle (`detach_records`/`attach_records`), never
                     pickled; the owner appends from a memoryview of the received frame
-                    Fetch: a sessionless request (`fetch_subrequest`); the partitions
-                    of an incremental session carry "known" (what the client was
-                    last told), and the answer leaves out those with nothing new
-    owner -> front  {"op": "resp", "id", "body"} | {"op": "resp", "id", "error": str}
-    front -> owner  {"op": "complete", "id"}           (Fetch long poll: answer now)
+                    Fetch: a sessionless request that answers at once
+                    (`fetch_subrequest`); "sub": [[topic, partition]] whose state
+                    the owner publishes to the front from now on
+    owner -> front  {"op": "resp", "id", "body", ["state"]} | {"op": "resp", "id", "error": str}
+                    "state" (a "sub" part): its partitions' state as read
+    owner -> front  {"op": "state", "parts": [...]}    (workers/partition_states.py)
+    front -> owner  {"op": "unsub", "keys": [...]}     (the front's copy dropped them)
 
-Long polling (Fetch): each owner parks its part in its own fetch purgatory; the first
-part to answer with data or an error makes the front send `complete` to the others,
-which force-complete their parked part (`keys`: [its first partition], whose watch list
-the owner finds the part's op on as it parks).
-The owner's answer IS the notification of ARCHITECTURE §2, and the timeout runs on
-each owner's timing wheel rather than on the front's (deviation: it saves a second
-message per wake-up and a watch registry on the owners).
+Long polling (Fetch) runs on the front alone: the owners publish the state of the
+partitions fronts asked them for (the notification of ARCHITECTURE §2: once per loop
+iteration, only the partitions that changed, only to the fronts that asked), and the
+front parks the Fetch in its own purgatory, watching those partitions through their
+published state; each "state" message checks the keys it names. The timeout runs on
+the front's timing wheel.
 
 Failure: a handler that raises on the owner answers its part's error response (the
 API's error code on that part's partitions, `workers/handler_errors.py`, logged once by
@@ -82,6 +83,7 @@ from mpbroker.security.principal import ANONYMOUS
 from workers.answers import later, settle
 from workers.groups.partitioner import coordinator_partition
 from workers.mesh import PeerLink
+from workers.partition_states import STATE_IDLE_S, Publisher, RemoteStates
 from workers.payloads import detach_records, received_body, sanitize_response
 from workers.scope import PARTITION, Scope
 
@@ -268,14 +270,8 @@ def merge_markers(req: dict, parts: list[tuple[list, dict]]) -> dict:
 
 
 def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wait_ms: int,
-                     min_bytes: int, known: bool = False) -> dict:
-    """A sessionless Fetch of `cps` (CachedPartitions, in order) for their owner.
-
-    `known` (an incremental session's part): each partition the client has seen also
-    carries "known", the (high watermark, last stable offset, log start offset) it
-    was last answered with; the owner leaves out of its answer the partitions that
-    have nothing else to tell (`payloads.drop_unchanged`), which the session's
-    response leaves out anyway."""
+                     min_bytes: int) -> dict:
+    """A sessionless Fetch of `cps` (CachedPartitions, in order) for their owner."""
     topics: list[dict] = []
     for cp in cps:
         key = cp.topic_id if version >= 13 else cp.topic
@@ -287,9 +283,6 @@ def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wai
              "partition_max_bytes": cp.max_bytes, "log_start_offset": cp.log_start_offset,
              "current_leader_epoch": cp.current_leader_epoch,
              "last_fetched_epoch": cp.last_fetched_epoch}
-        if known and cp.last_high_watermark >= 0:
-            p["known"] = (cp.last_high_watermark, cp.last_stable_offset,
-                          cp.last_log_start_offset)
         topics[-1]["partitions"].append(p)
     for t in topics:
         del t["_k"]
@@ -297,17 +290,6 @@ def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wai
     sub.update(topics=topics, forgotten_topics_data=[], session_id=0, session_epoch=-1,
                max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
     return sub
-
-
-def fetch_has_news(resp: dict) -> bool:
-    """An owner's Fetch answer carries records or an error (the front stops waiting)."""
-    if resp.get("error_code"):
-        return True
-    for t in resp.get("responses") or ():
-        for p in t.get("partitions") or ():
-            if p.get("error_code") or p.get("records") or p.get("diverging_epoch"):
-                return True
-    return False
 
 
 # ============================================================================ the router
@@ -344,7 +326,11 @@ class Router:
         self.run_part = run_part
         self.peers: dict[int, Any] = {}            # worker id -> PeerLink
         self.pending: dict[int, tuple[asyncio.Future, int]] = {}   # id -> (future, peer)
-        self.serving: dict[tuple[int, int], Any] = {}    # (peer, id) -> parked Fetch op
+        # Fetch across workers: what other workers published of their partitions (the
+        # front's copy) and, as an owner, who hears of ours (workers/partition_states.py)
+        self.states = RemoteStates()
+        self.publisher: Publisher | None = None
+        self._sweeper = None        # the timer of `_sweep_states`
         self.conns = weakref.WeakValueDictionary()        # acks=0 token -> Connection
         self.loop: asyncio.AbstractEventLoop | None = None
         self._next_id = 0
@@ -371,6 +357,9 @@ class Router:
 
     def start(self, loop) -> None:
         self.loop = loop
+        self.publisher = Publisher(self.broker.partition, self._send_state, loop.call_soon)
+        self.broker.fetch_purgatory.on_check = self.publisher.changed
+        self._sweeper = loop.call_later(STATE_IDLE_S, self._sweep_states)
         for link in self.peers.values():
             if link.loop is None:
                 link.attach(loop)
@@ -395,8 +384,11 @@ class Router:
                 del self.pending[rid]
                 if not fut.done():
                     fut.set_exception(PeerGone(f"worker {wid} is gone"))
-        for key in [k for k in self.serving if k[0] == wid]:
-            del self.serving[key]
+        if self.publisher is not None:
+            self.publisher.unsubscribe_peer(wid)
+        purgatory = self.broker.fetch_purgatory
+        for key in self.states.drop_owner(wid):
+            purgatory.check_and_complete(key)     # its long polls ask again (and fail over)
         log.warning("worker %d: lost the mesh channel to worker %d", self.me, wid)
 
     def live_peers(self) -> list[int]:
@@ -524,10 +516,12 @@ class Router:
                 out.append([key[0], key[1], n])
         return out
 
-    def forward(self, wid: int, ctx, body: dict, keys=None, oneway: bool = False):
+    def forward(self, wid: int, ctx, body: dict, oneway: bool = False, sub_keys=None):
         """Send one part to its owner; a future of the owner's response dict (failing
         with PeerGone if the owner goes), or None if the owner cannot be reached (the
-        caller answers the part locally). `oneway` (acks=0): True once sent."""
+        caller answers the part locally). `oneway` (acks=0): True once sent. `sub_keys`
+        (a Fetch part): the partitions whose state the owner publishes to this worker
+        from now on, sent before its answer."""
         link = self.peers.get(wid)
         if link is None or link.closed:
             return None
@@ -540,8 +534,9 @@ class Router:
                getattr(ctx, "security_protocol", "PLAINTEXT"))
         if who != NOBODY:
             msg["who"] = who
-        if keys is not None:
-            msg["keys"] = keys
+        if sub_keys is not None:
+            msg["sub"] = sub_keys
+            self.states.used.update(sub_keys)     # read now: not swept before its answer
         fut = None
         if oneway:
             conn = getattr(ctx, "connection", None)
@@ -570,15 +565,6 @@ class Router:
             return True
         fut.rid = rid
         return fut
-
-    def send_complete(self, wid: int, rid: int) -> None:
-        """Fetch long poll: tell worker `wid` to answer its parked part `rid` now."""
-        link = self.peers.get(wid)
-        if link is not None and not link.closed:
-            try:
-                link.send({"op": "complete", "id": rid})
-            except ConnectionError:
-                pass
 
     def _gather(self, ctx, handle, parts: dict, results: dict, merge: Callable):
         """The merged answer of `parts` ({worker: sub-request}) from `results` ({worker:
@@ -705,19 +691,25 @@ class Router:
         if op == "req":
             self._serve(peer, msg)
         elif op == "resp":
-            self._on_response(msg)
-        elif op == "complete":
-            self._complete(peer, msg["id"])
+            self._on_response(peer, msg)
+        elif op == "state":
+            self._on_state(peer, msg["parts"])
+        elif op == "unsub":
+            if self.publisher is not None:
+                self.publisher.unsubscribe(peer, msg["keys"])
         else:
             log.warning("mesh: unknown message %r from worker %d", op, peer)
 
-    def _on_response(self, msg: dict) -> None:
+    def _on_response(self, peer: int, msg: dict) -> None:
         if "oneway" in msg:       # an acks=0 part failed: close the client's connection
             conn = self.conns.get(msg["oneway"])
             if conn is not None:
                 log.info("closing %s: acks=0 produce failed on another worker", conn.client_host)
                 conn.abort()
             return
+        state = msg.get("state")
+        if state is not None:       # the copy first: it checks the front's parked Fetches
+            self._on_state(peer, state, subscribed=True)
         entry = self.pending.pop(msg["id"], None)
         if entry is None:
             return
@@ -727,6 +719,7 @@ class Router:
         if "error" in msg:
             fut.set_exception(RuntimeError(f"worker {entry[1]}: {msg['error']}"))
         else:
+            fut.state = state       # what the part was read at: where its park counts from
             fut.set_result(msg["body"])
 
     def _serve(self, peer: int, msg: dict) -> None:
@@ -735,10 +728,8 @@ class Router:
         rid, api_key = msg["id"], msg["api_key"]
         oneway = msg.get("oneway")
         ctx = RemoteContext(msg, peer)
-        keys = msg.get("keys")
-        if keys:        # a long poll: the ops on its first partition before it parks
-            key0 = tuple(keys[0])
-            before = set(self.broker.fetch_purgatory.watching(key0))
+        sub = msg.get("sub")
+        state = self.publisher.subscribe(peer, sub) if sub and self.publisher else None
         try:
             body = received_body(api_key, msg["body"], msg.pop("raw", None))
         except ValueError as e:
@@ -761,20 +752,17 @@ class Router:
         if oneway is not None:
             return
         if not later(result):
-            self._reply(peer, {"op": "resp", "id": rid,
-                               "body": sanitize_response(api_key, result, body)})
+            reply = {"op": "resp", "id": rid, "body": sanitize_response(api_key, result)}
+            if state is not None:
+                # the state the part was read at (the same moment: nothing ran between)
+                reply["state"] = state
+            self._reply(peer, reply)
             return
+        if state:       # (a Fetch part answers at once: not expected) the state alone
+            self._send_state(peer, state)
         fut = asyncio.ensure_future(result)
-        if keys:
-            # the part parked: its op is the one new on the watch list of its first
-            # partition (it watches them all); the awaitable the handler answered is
-            # guarded (handler_errors.py), so the op is not found through it
-            new = [op for op in self.broker.fetch_purgatory.watching(key0) if op not in before]
-            if len(new) == 1:
-                self.serving[(peer, rid)] = new[0]
 
         def done(f):
-            self.serving.pop((peer, rid), None)
             if f.cancelled():
                 self._reply(peer, {"op": "resp", "id": rid, "error": "cancelled"})
             elif f.exception() is not None:     # guarded: only a closing request gets here
@@ -783,14 +771,30 @@ class Router:
                 self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
             else:
                 self._reply(peer, {"op": "resp", "id": rid,
-                                   "body": sanitize_response(api_key, f.result(), body)})
+                                   "body": sanitize_response(api_key, f.result())})
         fut.add_done_callback(done)
 
-    def _complete(self, peer: int, rid: int) -> None:
-        """The front has its answer elsewhere: complete our parked Fetch part now."""
-        op = self.serving.get((peer, rid))
-        if op is not None and not op.is_completed:
-            op.force_complete()
+    def _send_state(self, peer: int, parts: list) -> None:
+        """Publish `parts` ([(topic, partition, state | None)]) to front `peer`."""
+        self._reply(peer, {"op": "state", "parts": parts})
+
+    def _on_state(self, peer: int, parts: list, subscribed: bool = False) -> None:
+        """Owner `peer` published `parts` (`subscribed`: with the answer that
+        subscribed them): our long polls watching them check them."""
+        purgatory = self.broker.fetch_purgatory
+        for key in self.states.update(peer, parts, subscribed):
+            purgatory.check_and_complete(key)
+
+    def _sweep_states(self) -> None:
+        """Every STATE_IDLE_S: drop the copies no Fetch read, and tell their owners."""
+        for owner, keys in self.states.sweep().items():
+            link = self.peers.get(owner)
+            if link is not None and not link.closed:
+                try:
+                    link.send({"op": "unsub", "keys": keys})
+                except ConnectionError:
+                    pass
+        self._sweeper = self.loop.call_later(STATE_IDLE_S, self._sweep_states)
 
     def _reply(self, peer: int, msg: dict) -> None:
         link = self.peers.get(peer)
@@ -802,6 +806,8 @@ class Router:
             pass
 
     def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for link in list(self.peers.values()):
             if not link.closed:
                 link.write_batched()    # this iteration's answers still leave

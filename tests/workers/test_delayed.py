@@ -198,3 +198,26 @@ def test_delayed_fetch_in_the_purgatory_wakes_on_its_keys():
         b.bytes_committed += 1
         assert pg.check_and_complete(b.key) == 1 and answer.done()
     asyncio.run(run())
+
+
+def test_delayed_fetch_counts_from_a_given_start_and_what_was_found():
+    """`start`: counters older than now (what arrived since completes at once); `base`:
+    bytes found already count towards min_bytes; a counter that went back (the
+    partition replaced) completes the op."""
+    async def run():
+        loop = asyncio.get_running_loop()
+        p = FakePartition(bytes_appended=100, bytes_committed=100)
+        broker = fake_broker(p)
+        older = DelayedFetch(FakePlan(broker, [p]), loop.create_future(),
+                             start={("t", 0): (90, 90, 0)})
+        assert older.try_complete()
+        plan = FakePlan(broker, [p])
+        plan.min_bytes = 30
+        found = DelayedFetch(plan, loop.create_future(), base=20)
+        assert not found.try_complete()
+        p.bytes_committed += 10
+        assert found.try_complete_key(("t", 0))
+        replaced = DelayedFetch(FakePlan(broker, [p]), loop.create_future())
+        p.bytes_committed = 0
+        assert replaced.try_complete_key(("t", 0))
+    asyncio.run(run())

@@ -27,6 +27,28 @@ def test_a_failing_housekeeping_job_is_a_storage_error_of_the_partition():
     assert got is p and isinstance(err, KafkaStorageError) and not err.disk_full
 
 
+def test_retention_that_moves_the_log_start_checks_the_partitions_fetch_waiters():
+    """Fronts that copy the partition's state (workers/partition_states.py) hear of the
+    new log start through the check of its key."""
+    class Log:
+        config = types.SimpleNamespace(delete=True)
+        log_start_offset = 0
+        maybe_flush = maybe_roll = delete_expired_files = lambda self, now: None
+
+        def enforce_retention(self, now):
+            self.log_start_offset = now
+
+    checked = []
+    worker = types.SimpleNamespace(
+        fetch_purgatory=types.SimpleNamespace(check_and_complete=checked.append))
+    p = types.SimpleNamespace(key=("t", 0), log=Log(), _check=lambda: None)
+    housekeeping.housekeep_partition(worker, p, 0, {"retention"})     # nothing deleted
+    housekeeping.housekeep_partition(worker, p, 5, set())             # retention not due
+    assert checked == []
+    housekeeping.housekeep_partition(worker, p, 5, {"retention"})
+    assert checked == [("t", 0)]
+
+
 def test_clean_logs_stops_when_the_cleaner_has_nothing_left():
     steps = []
 

@@ -72,7 +72,8 @@ def test_an_acks0_part_to_a_dead_owner_is_not_lost_in_the_batch():
 
     async def run():
         loop = asyncio.get_running_loop()
-        router = Router(types.SimpleNamespace(worker_id=0))
+        router = Router(types.SimpleNamespace(worker_id=0, partition=lambda t, i: None,
+                                              fetch_purgatory=types.SimpleNamespace()))
         a, b = socket.socketpair()
         a.settimeout(5)                 # batched, the frame would not have left yet
         router.add_peer(1, b)

@@ -50,32 +50,3 @@ def test_fetch_slices_cross_as_plain_tuples_and_come_back_as_file_slices():
     assert type(got[0]) is FileSlice
     assert type(pin_records(p0, None)["records"][0]) is FileSlice    # no connection
     assert pin_records(p1, Conn()) is p1 and pin_records(p2, Conn()) is p2
-
-
-def test_an_owner_leaves_out_of_a_fetch_answer_what_the_front_knows_unchanged():
-    from workers.payloads import drop_unchanged
-
-    def part(i, hw=5, **kw):
-        return {"partition_index": i, "error_code": 0, "high_watermark": hw,
-                "last_stable_offset": hw, "log_start_offset": 0, "records": [], **kw}
-    request = {"topics": [{"topic": "t", "partitions": [
-        {"partition": i, "known": (5, 5, 0)} for i in range(5)] + [{"partition": 5}]},
-        {"topic": "u", "partitions": [{"partition": 0, "known": (5, 5, 0)}]}]}
-
-    def answer():
-        return {"error_code": 0, "responses": [
-            {"topic": "t", "partitions": [
-                part(0), part(1, hw=6), part(2, records=[("p", 0, 1, -1, 0, 0)]),
-                part(3, error_code=6), part(4, diverging_epoch={"epoch": 1}), part(5)]},
-            {"topic": "u", "partitions": [part(0)]}]}
-    body = answer()
-    drop_unchanged(request, body)
-    assert [(t["topic"], [p["partition_index"] for p in t["partitions"]])
-            for t in body["responses"]] == [("t", [1, 2, 3, 4, 5])]
-    failed = {**answer(), "error_code": 58}
-    drop_unchanged(request, failed)
-    assert failed == {**answer(), "error_code": 58}          # a failed part: all of it
-    v13 = {"topics": [{"topic_id": b"\1" * 16, "partitions": [{"partition": 0, "known": [5, 5, 0]}]}]}
-    body = {"responses": [{"topic_id": b"\1" * 16, "partitions": [part(0)]}]}
-    drop_unchanged(v13, body)
-    assert body["responses"] == []

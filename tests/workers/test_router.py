@@ -4,12 +4,13 @@ another worker's FileSlices: tests/workers/test_connection.py)."""
 from __future__ import annotations
 
 import asyncio
+import types
 
 from mpbroker.protocol import api_keys as K
 from storage.slices import FileSlice
 from workers.fetch_session import CachedPartition
 from workers.payloads import sanitize_response
-from workers.router import (GROUP_MULTI, PART_SPECS, fetch_has_news, fetch_subrequest,
+from workers.router import (GROUP_MULTI, PART_SPECS, fetch_subrequest,
                             merge_groups, merge_list_groups, merge_markers, merge_partitions,
                             split_groups, split_markers, split_partitions)
 from workers.scope import PARTITION
@@ -112,14 +113,10 @@ def test_fetch_subrequest_is_sessionless():
     assert [t["topic_id"] for t in sub13["topics"]] == [b"\1" * 16, b"\2" * 16]
 
 
-def test_fetch_news_and_sanitize():
-    empty = {"error_code": 0, "responses": [{"topic": "a", "partitions": [
-        {"partition_index": 0, "error_code": 0, "records": []}]}]}
-    assert not fetch_has_news(empty)
+def test_sanitize_a_fetch_answer():
     resp = {"error_code": 0, "responses": [{"topic": "a", "partitions": [
         {"partition_index": 0, "error_code": 0,
          "records": [FileSlice("/x/0.log", 0, 10, 42, 7, 99)]}]}]}
-    assert fetch_has_news(resp)
     out = sanitize_response(K.FETCH, resp)
     # the fd stays home, the file's identity travels with the slice
     assert out["responses"][0]["partitions"][0]["records"] == \
@@ -443,53 +440,54 @@ def test_place_counts_like_count_and_answers_like_owner():
     assert r.partition_requests == before
 
 
-def test_fetch_subrequest_of_an_incremental_session_says_what_the_client_knows():
-    seen = CachedPartition("a", b"\1" * 16, 1, 5, 1000)
-    seen.must_respond(0, 9, 8, 2, False)               # last answered: hw 9, lso 8, start 2
-    new = CachedPartition("a", b"\1" * 16, 2, 0, 1000)
-    req = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 100,
-           "session_id": 77, "session_epoch": 3, "topics": []}
-    parts = fetch_subrequest(req, 12, [seen, new], 50, 0, 1, known=True)["topics"][0]["partitions"]
-    assert parts[0]["known"] == (9, 8, 2) and "known" not in parts[1]
-    parts = fetch_subrequest(req, 12, [seen, new], 50, 0, 1)["topics"][0]["partitions"]
-    assert "known" not in parts[0]
-
-
-def test_complete_answers_an_owners_parked_fetch_part_now(tmp_path):
-    """A front that has its answer elsewhere sends `complete`: the owner force-completes
-    the part it parked (found on its first partition's watch list as it parked, not
-    someone else's op there) and answers it without waiting for max_wait_ms."""
-    from tests.workers.test_txn_fetch import TOPIC, MiniBroker, fetch_req
+def test_an_owner_publishes_the_state_of_what_a_front_asked_for(tmp_path):
+    """A Fetch part with "sub": the owner's answer carries the partitions' state as read,
+    and each later change of them (the fetch purgatory's check of their key) is
+    published once per loop iteration; a front's copy wakes its parked Fetches."""
+    from tests.workers.test_txn_fetch import TOPIC, MiniBroker, fetch_req, produce
+    from storage.batch import BatchBuilder
     from workers.handler_errors import run_guarded
     from workers.handlers import fetch
     from workers.router import Router
 
     async def run():
         broker = MiniBroker(tmp_path)
-        broker.requests_served = 0
+        broker.requests_served, broker.worker_id = 0, 1
         r = Router(broker, lambda ctx, body: run_guarded(fetch.handle, broker, ctx, body))
-        r.loop = asyncio.get_running_loop()
+        r.start(asyncio.get_running_loop())
         link = r.peers[0] = _Link()
-
-        def part(rid):
-            return {"op": "req", "id": rid, "api_key": K.FETCH, "version": 11, "client_id": "c",
-                    "client_host": "h", "body": fetch_req(0, 0, max_wait_ms=600_000),
-                    "keys": [(TOPIC, 0)]}
-        r.on_message(0, part(1))
-        r.on_message(0, part(2))
-        assert len(broker.fetch_purgatory) == 2 and not link.sent
-        r.on_message(0, {"op": "complete", "id": 2})
-        for _ in range(20):
-            if link.sent:
-                break
-            await asyncio.sleep(0)
+        r.on_message(0, {"op": "req", "id": 1, "api_key": K.FETCH, "version": 11,
+                         "client_id": "c", "client_host": "h", "body": fetch_req(0, 0),
+                         "sub": [(TOPIC, 0), (TOPIC, 9)]})
         (reply,) = link.sent
-        assert reply["id"] == 2 and reply["body"]["responses"][0]["partitions"][0]["records"] == []
-        assert len(broker.fetch_purgatory) == 1 and (0, 2) not in r.serving
-        r.on_message(0, {"op": "complete", "id": 2})      # again, or unknown: nothing
-        r.on_message(0, {"op": "complete", "id": 9})
+        assert reply["id"] == 1 and reply["state"] == [(TOPIC, 0, (0, 0, 0, 0, 0, 0))]
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+        broker.fetch_purgatory.check_and_complete((TOPIC, 0))
+        produce(broker, 1, BatchBuilder().append(b"k", b"v").build())   # nobody asked
+        broker.fetch_purgatory.check_and_complete((TOPIC, 1))
+        assert len(link.sent) == 1                        # not before the iteration ends
         await asyncio.sleep(0)
-        assert len(link.sent) == 1 and len(broker.fetch_purgatory) == 1
+        (_, _, published), = link.sent[1]["parts"]
+        assert published[0] == 1 and published[4] > 0    # hw 1, bytes appended
+        r.on_message(0, {"op": "unsub", "keys": [[TOPIC, 0]]})   # the front swept it
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+        broker.fetch_purgatory.check_and_complete((TOPIC, 0))
+        await asyncio.sleep(0)
+        assert len(link.sent) == 2
+        # the front's side: the answer that subscribed brings the copy (before the
+        # waiter hears of the answer), a published change updates it; each checks the
+        # key in the fetch purgatory
+        checked = []
+        broker.fetch_purgatory.on_check = checked.append
+        fut = asyncio.get_running_loop().create_future()
+        r.pending[5] = (fut, 2)
+        r.on_message(2, {"op": "resp", "id": 5, "body": {}, "state": [(TOPIC, 5, published)]})
+        assert fut.result() == {} and fut.state == [(TOPIC, 5, published)]
+        assert checked == [(TOPIC, 5)] and r.states.get((TOPIC, 5)).owner == 2
+        r.on_message(2, {"op": "state", "parts": [(TOPIC, 5, (7,) + published[1:])]})
+        assert r.states.get((TOPIC, 5)).high_watermark == 7 and len(checked) == 2
+        r._closed(r.peers.setdefault(2, types.SimpleNamespace(worker=2)))
+        assert r.states.get((TOPIC, 5)) is None and checked == [(TOPIC, 5)] * 3
         broker.close()
     asyncio.run(run())
 

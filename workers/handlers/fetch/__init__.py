@@ -13,8 +13,9 @@ Flow (Kafka's ReplicaManager.fetchMessages):
    only once the LSO moved past where it was when it parked (COMMIT/ABORT markers wake
    it).
 
-With several workers the front splits a Fetch by partition owner and long-polls the
-parts (`fan_out`, fanout.py; the registry names it as Fetch's partition scope).
+With several workers the front splits a Fetch by partition owner and long-polls it
+itself, the other workers' partitions through the state their owners publish
+(`fan_out`, fanout.py; the registry names it as Fetch's partition scope).
 
 Modules: plan.py (the reads and the response), fanout.py (the front's split).
 """

@@ -2,29 +2,38 @@
 `fan_out` for Fetch, its partition scope in the registry).
 
 The front keeps the incremental fetch session (KIP-227) and resolves which partitions
-the request reads; it reads its own partitions itself and forwards the others as
-*sessionless* Fetch requests (session_epoch -1, `router.fetch_subrequest`) with a share
-of `max_bytes`. Owners answer FileSlices with fd=-1; each answer's slices are pinned to
-this connection's handles as it arrives (`pin_records`, workers/payloads.py). The parts
-of an incremental session tell the owner what the client last saw of each partition,
-and the owner answers only the partitions with news (`payloads.drop_unchanged`): the
-others are filled in here as unchanged (`as_known`), and the session's response leaves
-them out.
+the request reads. It reads its own partitions itself. Of the other workers'
+partitions, a consumer's that it is caught up on are answered from what their owners
+published (workers/partition_states.py: no records, the published offsets); the rest
+are *asked*: forwarded to their owners as sessionless Fetch requests that answer at
+once (session_epoch -1, max_wait_ms 0, `router.fetch_subrequest`) with a share of
+`max_bytes`, which subscribes the front to their state. Owners answer FileSlices with
+fd=-1; each answer's slices are pinned to this connection's handles as it arrives
+(`pin_records`, workers/payloads.py).
 
-Long polling: the parts are forwarded with the request's max_wait_ms/min_bytes, each
-owner parks its part in its own fetch purgatory (woken by its appends); the local part
-is parked here (`plan.park`). When the first part answers with data or an error, the
-front tells the other owners to answer now (`router.send_complete`) and force-completes
-its own parked part, and answers once all parts are in. An owner that is gone has its
-part read here (this worker does not own those partitions: NOT_LEADER_OR_FOLLOWER).
+Long polling happens on the front alone: when nothing read, asked or published has
+news, the Fetch parks in this worker's fetch purgatory watching every partition it
+reads (`DelayedFanout`), its own partitions as any DelayedFetch counts them and the
+other workers' through their published state (an owner's "state" message checks the
+keys it names). On completion or expiry the front reads again: its own partitions,
+the published state of the others, and asks the owners of the partitions that have
+news. A caught-up long poll thus costs the front only, and a wake-up one answer from
+the owner whose partition changed (not one from each worker).
+
+Followers (replica_id >= 0) are asked every time: their fetch offset is what moves the
+owner's high watermark. An owner that is gone has its part read here (this worker
+does not own those partitions: NOT_LEADER_OR_FOLLOWER).
 """
 from __future__ import annotations
 
 import asyncio
 
-from workers.handlers.fetch.plan import FetchPlan, PartPlan, park, replica_id, requested_partitions
+from storage import convert
+from workers.delayed import DelayedFetch
+from workers.handlers.fetch.plan import (FetchPlan, PartPlan, records_size, replica_id,
+                                         requested_partitions)
 from workers.payloads import pin_records
-from workers.router import PeerGone, fetch_has_news, fetch_subrequest
+from workers.router import PeerGone, fetch_subrequest
 
 
 def fan_out(router, ctx, req, handle):
@@ -49,129 +58,197 @@ def fan_out(router, ctx, req, handle):
     if fctx.error_code:
         return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
                 "responses": []}
-    plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
-    groups: dict[int, list] = {}
-    for cp in fctx.partitions:
-        w = owners.get((cp.topic, cp.partition))
-        groups.setdefault(router.owner(cp.topic, cp.partition) if w is None else w, []).append(cp)
-    budget = max(1, plan.max_bytes // max(1, len(groups)))
-    part_req = {**req, "max_bytes": budget}
+    return Fanout(router, ctx, req, FetchPlan(broker, ctx, req, fctx, unknown_ids),
+                  owners).run()
 
-    def read_here(cps):
-        return PartPlan(broker, ctx, part_req, cps).read_all()[0]
 
-    local_cps = groups.pop(me, [])
-    found: dict[tuple, dict] = {}
-    news = bool(unknown_ids)
-    local_plan = PartPlan(broker, ctx, part_req, local_cps) if local_cps else None
-    if local_plan is not None:
-        lres, ltotal, lerr = local_plan.read_all()
-        if lerr or ltotal >= plan.min_bytes:
-            news = True
-    wait_ms = 0 if (news or plan.max_wait_ms <= 0) else plan.max_wait_ms
-    remote: dict = {}
-    known = fctx.incremental
-    # an incremental session's partitions an owner leaves out of its answer (nothing
-    # new: `payloads.drop_unchanged`) are answered as the client was last told, which
-    # the session's response leaves out in turn
-    unchanged: set[tuple] = set()
-    for w, cps in groups.items():
-        sub = fetch_subrequest(req, version, cps, budget, wait_ms, plan.min_bytes, known)
-        # keys: where the owner finds the part's op if it parks (it watches them all)
-        fut = router.forward(w, ctx, sub, keys=[(cps[0].topic, cps[0].partition)])
-        if fut is None:
-            for cp, data in read_here(cps):
-                found[(cp.topic, cp.partition)] = data
-        else:
-            remote[w] = (fut, cps)
-            if known:
-                unchanged.update((cp.topic, cp.partition) for cp in cps)
-    local_op = None
-    local_fut = None
-    if local_plan is not None:
-        if wait_ms > 0 and not news:      # park the local part like any long poll
-            local_fut, local_op = park(local_plan)
-        else:
-            for cp, data in lres:
-                found[(cp.topic, cp.partition)] = data
+class Fanout:
+    """One Fetch split across workers (module docstring): `run` answers it."""
 
-    def assemble():
-        results = []
-        for cp in fctx.partitions:
-            key = (cp.topic, cp.partition)
-            data = found.get(key)
-            if data is None and key in unchanged:
-                data = as_known(cp, plan.isolation_level)
-            if data is None:
-                data = read_here([cp])[0][1]
-            results.append((cp, data))
-        return plan.response(results)
+    def __init__(self, router, ctx, req, plan: FetchPlan, owners: dict):
+        self.router = router
+        self.broker = router.broker
+        self.ctx = ctx
+        self.req = req
+        self.plan = plan
+        self.committed = plan.isolation_level == 1
+        # a consumer of v10+ may be answered from published state (older fetchers of a
+        # zstd topic get an error that only the owner's read tells)
+        self.from_state = (plan.replica_id < 0
+                           and ctx.api_version >= convert.ZSTD_MIN_FETCH_VERSION)
+        self._split(owners)
+        self.news = bool(plan.unknown_ids)
+        # what each partition's counters were when it was read or found quiet, and the
+        # bytes read: where a park counts from (what arrives after the read wakes it)
+        self.start: dict[tuple, tuple] = {}
+        self.found_bytes = 0
 
-    if not remote and local_fut is None:
-        return assemble()
+    def _split(self, owners: dict) -> None:
+        """This worker's partitions (`local`) and the others' by owner (`remote`)."""
+        router, me = self.router, self.router.me
+        self.local: list = []
+        self.remote: dict[int, list] = {}
+        for cp in self.plan.fctx.partitions:
+            w = owners.get((cp.topic, cp.partition))
+            if w is None:
+                w = router.owner(cp.topic, cp.partition)
+            if w == me:
+                self.local.append(cp)
+            else:
+                self.remote.setdefault(w, []).append(cp)
 
-    async def finish():
-        waiting = {}
-        for w, (fut, cps) in remote.items():
-            waiting[fut] = ("remote", w, cps)
-        if local_fut is not None:
-            waiting[local_fut] = ("local", me, local_cps)
-        completed = False
-        while waiting:
-            done, _ = await asyncio.wait(list(waiting), return_when=asyncio.FIRST_COMPLETED)
-            for fut in done:
-                kind, w, cps = waiting.pop(fut)
-                if kind == "local":
-                    res = fut.result()
-                    for cp, data in res:
-                        found[(cp.topic, cp.partition)] = data
-                    got = any(d["records"] or d["error_code"] for _, d in res)
-                else:
-                    try:
-                        body = fut.result()
-                    except PeerGone:
-                        body = None
-                    if body is None:
-                        got = True
-                        for cp, data in read_here(cps):
-                            found[(cp.topic, cp.partition)] = data
+    def run(self):
+        found: dict[tuple, dict] = {}
+        asks = self._pass(found)
+        if asks:
+            return self._answer_asked(found, self._ask(found, asks))
+        if self.news or self.plan.max_wait_ms <= 0:
+            return self._assemble(found)
+        return self._park_then_answer()
+
+    def _pass(self, found: dict) -> dict[int, list]:
+        """Read this worker's partitions and answer the others' quiet ones into
+        `found`; the others' {owner: [CachedPartition]} to ask. Sets `news`."""
+        plan, committed, start = self.plan, self.committed, self.start
+        asks: dict[int, list] = {}
+        if self.from_state:
+            quiet = self.router.states.quiet
+            for w, cps in self.remote.items():
+                for cp in cps:
+                    st = quiet(cp, w, committed)
+                    if st is None:
+                        asks.setdefault(w, []).append(cp)
                     else:
-                        got = fetch_has_news(body)
-                        if body.get("error_code"):      # a failed part: nothing assumed
-                            unchanged.difference_update((cp.topic, cp.partition) for cp in cps)
-                        collect(broker, body, version, found, ctx.connection)
-                if got and not completed:
-                    completed = True
-                    for other, (k2, w2, _) in waiting.items():
-                        if k2 == "local":
-                            local_op.force_complete()
-                        else:
-                            router.send_complete(w2, other.rid)
-        return assemble()
-    return finish()
+                        key = (cp.topic, cp.partition)
+                        found[key] = st.answer(cp.partition, committed)
+                        start[key] = (st.bytes_appended, st.bytes_committed,
+                                      st.last_stable_offset)
+        else:
+            asks = {w: list(cps) for w, cps in self.remote.items()}
+        self.budget = max(1, plan.max_bytes // max(1, len(asks) + bool(self.local)))
+        if self.local:
+            results, total, error = PartPlan(self.broker, self.ctx, self._part_req(),
+                                             self.local).read_all()
+            partition = self.broker.partition
+            for cp, data in results:
+                key = (cp.topic, cp.partition)
+                found[key] = data
+                p = partition(*key)
+                if p is not None:
+                    start[key] = (p.bytes_appended, p.bytes_committed, p.last_stable_offset)
+            self.found_bytes += total
+            if error:
+                self.news = True
+        if self.found_bytes >= plan.min_bytes:
+            self.news = True
+        return asks
+
+    def _part_req(self) -> dict:
+        return {**self.req, "max_bytes": self.budget}
+
+    def _read_here(self, cps) -> list:
+        return PartPlan(self.broker, self.ctx, self._part_req(), cps).read_all()[0]
+
+    def _ask(self, found: dict, asks: dict) -> list:
+        """Ask each owner for its partitions in `asks` (answering at once); the
+        [(future, cps)] of the answers (`_collect`). An owner that cannot be reached
+        has its partitions read here into `found`."""
+        router, ctx, plan = self.router, self.ctx, self.plan
+        waiting = []
+        for w, cps in asks.items():
+            sub = fetch_subrequest(self.req, ctx.api_version, cps, self.budget, 0, plan.min_bytes)
+            fut = router.forward(w, ctx, sub, sub_keys=[(cp.topic, cp.partition) for cp in cps])
+            if fut is None:
+                self._collect_here(found, cps)
+            else:
+                waiting.append((fut, cps))
+        return waiting
+
+    async def _collect(self, found: dict, waiting: list) -> None:
+        """The owners' answers into `found` (an owner gone: its partitions read here)."""
+        version, start = self.ctx.api_version, self.start
+        for fut, cps in waiting:
+            try:
+                body = await fut
+            except PeerGone:
+                self._collect_here(found, cps)
+                continue
+            for topic, index, st in getattr(fut, "state", None) or ():
+                if st is not None:      # the counters the part was read at
+                    start[(topic, index)] = (st[4], st[5], st[1])
+            if body.get("error_code"):
+                self.news = True
+            for data in collect(self.broker, body, version, found, self.ctx.connection):
+                if data["error_code"] or "diverging_epoch" in data:
+                    self.news = True
+                self.found_bytes += records_size(data["records"])
+        if self.found_bytes >= self.plan.min_bytes:
+            self.news = True
+
+    def _collect_here(self, found: dict, cps) -> None:
+        self.news = True
+        for cp, data in self._read_here(cps):
+            found[(cp.topic, cp.partition)] = data
+
+    async def _answer_asked(self, found: dict, waiting: list):
+        await self._collect(found, waiting)
+        if not self.news and self.plan.max_wait_ms > 0:
+            return await self._park_then_answer()
+        return self._assemble(found)
+
+    async def _park_then_answer(self):
+        self.remote_keys = {(cp.topic, cp.partition) for cps in self.remote.values()
+                            for cp in cps}
+        future = asyncio.get_running_loop().create_future()
+        op = DelayedFanout(self.plan, future, self._lookup, self.start, self.found_bytes)
+        self.broker.fetch_purgatory.try_complete_else_watch(op, list(op.start_bytes))
+        await future
+        self._split({})         # owners may have changed meanwhile
+        found: dict[tuple, dict] = {}
+        asks = self._pass(found)
+        if asks:
+            await self._collect(found, self._ask(found, asks))
+        return self._assemble(found)
+
+    def _lookup(self, topic: str, index: int):
+        """A partition of this worker, or another worker's as its owner published it."""
+        key = (topic, index)
+        if key in self.remote_keys:
+            return self.router.states.get(key)
+        return self.broker.partition(topic, index)
+
+    def _assemble(self, found: dict) -> dict:
+        results = []
+        for cp in self.plan.fctx.partitions:
+            data = found.get((cp.topic, cp.partition))
+            if data is None:        # no answer for it (an owner's failed part)
+                data = self._read_here([cp])[0][1]
+            results.append((cp, data))
+        return self.plan.response(results)
 
 
-def as_known(cp, isolation_level: int) -> dict | None:
-    """The answer of session partition `cp` as the client was last told it (the
-    session's cached offsets, no records); None if it was never told (the owner
-    always answers those: `router.fetch_subrequest` sends no "known" for them)."""
-    if cp.last_high_watermark < 0:
-        return None
-    return {"partition_index": cp.partition, "error_code": 0,
-            "high_watermark": cp.last_high_watermark,
-            "last_stable_offset": cp.last_stable_offset,
-            "log_start_offset": cp.last_log_start_offset,
-            "aborted_transactions": None if isolation_level == 0 else [],
-            "preferred_read_replica": -1, "records": []}
+class DelayedFanout(DelayedFetch):
+    """The front's long poll of a Fetch across workers: counts like DelayedFetch, with
+    the other workers' partitions through their published state (`lookup`); completion
+    or expiry resolves `future` (the front then reads again)."""
+
+    def on_complete(self) -> None:
+        if self.future is not None and not self.future.done():
+            self.future.set_result(None)
+        self.start_bytes, self.start_lso, self.counted = {}, {}, {}
+        self.future = None
 
 
-def collect(broker, body: dict, version: int, found: dict, conn=None) -> None:
+def collect(broker, body: dict, version: int, found: dict, conn=None) -> list:
     """An owner's answer into `found` ((topic, partition) -> partition dict), each
-    partition's FileSlices pinned to `conn` (`pin_records`)."""
+    partition's FileSlices pinned to `conn` (`pin_records`); the partition dicts."""
+    out = []
     for t in body.get("responses") or ():
         if version >= 13:
             name = broker.topic_name_for_id(t.get("topic_id"))
         else:
             name = t.get("topic")
         for p in t.get("partitions") or ():
-            found[(name, p["partition_index"])] = pin_records(p, conn)
+            data = found[(name, p["partition_index"])] = pin_records(p, conn)
+            out.append(data)
+    return out

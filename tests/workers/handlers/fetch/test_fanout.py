@@ -1,6 +1,5 @@
 """workers/handlers/fetch/fanout.py: a Fetch split across workers by the front, over a
-fake router (which worker owns what, what was forwarded, which parts were told to
-answer now)."""
+fake router (which worker owns what, what was forwarded, what worker 1 published)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,6 +9,7 @@ import pytest
 from storage.batch import BatchBuilder
 from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx, fetch_req, produce
 from workers.handlers.fetch.fanout import fan_out
+from workers.partition_states import RemoteStates, state_of
 from workers.router import PeerGone
 
 
@@ -21,9 +21,9 @@ class FakeRouter:
         self.broker = broker
         self.me = 0
         self.reachable = reachable
-        self.forwarded = []          # (worker, sub-request)
-        self.completed = []          # (worker, rid)
+        self.forwarded = []          # (worker, sub-request, future, subscribed keys)
         self.counted = []
+        self.states = RemoteStates()
 
     def owner(self, topic, partition):
         return partition
@@ -35,16 +35,20 @@ class FakeRouter:
         self.count(keys)
         return {k: self.owner(*k) for k in keys}
 
-    def forward(self, wid, ctx, body, keys=None):
+    def forward(self, wid, ctx, body, sub_keys=None):
         if not self.reachable:
             return None
         fut = asyncio.get_running_loop().create_future()
-        fut.rid = len(self.forwarded) + 1
-        self.forwarded.append((wid, body, fut))
+        self.forwarded.append((wid, body, fut, sub_keys))
         return fut
 
-    def send_complete(self, wid, rid):
-        self.completed.append((wid, rid))
+    def publish(self, broker, index=1):
+        """Worker 1 tells its partition `index` (read from the test's broker), as the
+        answer that subscribed it or a change since, and the front's long polls check
+        it, as Router._on_state does."""
+        for key in self.states.update(1, [(TOPIC, index, state_of(broker.partition(TOPIC, index)))],
+                                      subscribed=True):
+            broker.fetch_purgatory.check_and_complete(key)
 
 
 @pytest.fixture
@@ -77,7 +81,7 @@ def test_an_unreachable_owner_has_its_part_read_here(broker):
     router = FakeRouter(broker, reachable=False)
 
     async def run():
-        return fan_out(router, ctx(1, 11), two_partitions(), never)
+        return await fan_out(router, ctx(1, 11), two_partitions(), never)
     resp = asyncio.run(run())
     parts = resp["responses"][0]["partitions"]
     assert [p["partition_index"] for p in parts] == [0, 1]
@@ -90,8 +94,9 @@ def test_remote_part_forwarded_sessionless_and_merged_in_request_order(broker):
 
     async def run():
         answer = fan_out(router, ctx(1, 11), two_partitions(), never)
-        ((wid, sub, fut),) = router.forwarded
+        ((wid, sub, fut, keys),) = router.forwarded
         assert wid == 1 and sub["session_epoch"] == -1 and sub["max_wait_ms"] == 0
+        assert keys == [(TOPIC, 1)]                      # the front hears of it from now on
         assert [p["partition"] for p in sub["topics"][0]["partitions"]] == [1]
         fut.set_result({"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
             {"topic": TOPIC, "partitions": [{"partition_index": 1, "error_code": 0,
@@ -103,69 +108,217 @@ def test_remote_part_forwarded_sessionless_and_merged_in_request_order(broker):
     assert [(p["partition_index"], p["high_watermark"]) for p in parts] == [(0, 1), (1, 9)]
 
 
-def test_long_poll_first_answer_completes_the_other_parts(broker):
+async def _until(cond):
+    for _ in range(50):
+        if cond():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition not reached")
+
+
+async def _parked(router, broker, max_wait_ms):
+    """A Fetch of both partitions parked on the front; the future of its answer."""
+    answer = asyncio.ensure_future(
+        fan_out(router, ctx(1, 11), two_partitions(max_wait_ms=max_wait_ms), never))
+    await _until(lambda: len(broker.fetch_purgatory) == 1)
+    return answer
+
+
+def _answer(hw, records=()):
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": TOPIC, "partitions": [{"partition_index": 1, "error_code": 0,
+                                          "high_watermark": hw, "last_stable_offset": hw,
+                                          "log_start_offset": 0, "records": list(records)}]}]}
+
+
+def test_a_caught_up_remote_partition_is_answered_from_its_published_state(broker):
+    """No forward at all: the consumer is at the published high watermark."""
+    produce(broker, 1, BatchBuilder().append(b"k", b"v").build())
+    router = FakeRouter(broker)
+    router.publish(broker)
+    req = two_partitions()
+    req["topics"][0]["partitions"][1]["fetch_offset"] = 1
+    resp = fan_out(router, ctx(1, 11), req, never)         # answered now, not awaited
+    assert not router.forwarded
+    parts = resp["responses"][0]["partitions"]
+    assert [(p["partition_index"], p["high_watermark"], p["records"]) for p in parts] == \
+        [(0, 0, []), (1, 1, [])]
+
+
+def test_a_remote_partition_is_asked_when_behind_or_on_another_epoch(broker):
+    produce(broker, 1, BatchBuilder().append(b"k", b"v").build())
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run(offset, epoch):
+        req = two_partitions()
+        req["topics"][0]["partitions"][1].update(fetch_offset=offset, current_leader_epoch=epoch)
+        answer = fan_out(router, ctx(1, 11), req, never)
+        router.forwarded[-1][2].set_result(_answer(1))
+        return await answer
+    asyncio.run(run(0, -1))                               # behind the high watermark
+    asyncio.run(run(1, 7))                                # an epoch it does not publish
+    assert len(router.forwarded) == 2
+
+
+def test_a_follower_is_always_asked(broker):
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run():
+        req = two_partitions()
+        req["replica_id"] = 2
+        answer = fan_out(router, ctx(1, 11), req, never)
+        router.forwarded[-1][2].set_result(_answer(0))
+        return await answer
+    asyncio.run(run())
+    assert len(router.forwarded) == 1
+
+
+def test_long_poll_parks_on_the_front_and_asks_only_the_owner_with_news(broker):
+    """Caught up everywhere: the Fetch parks here, watching worker 1's partition through
+    its published state; worker 1 publishing an append wakes it, and only then is
+    worker 1 asked (for the partition with news)."""
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run():
+        answer = await _parked(router, broker, 5000)
+        assert not router.forwarded
+        produce(broker, 1, BatchBuilder().append(b"k", b"v").build())   # on worker 1
+        router.publish(broker)
+        await _until(lambda: router.forwarded)
+        ((wid, sub, fut, _),) = router.forwarded
+        assert wid == 1 and sub["max_wait_ms"] == 0
+        fut.set_result(_answer(1, [b"x"]))
+        return await answer
+    resp = asyncio.run(run())
+    parts = resp["responses"][0]["partitions"]
+    assert [(p["partition_index"], p["records"]) for p in parts] == [(0, []), (1, [b"x"])]
+
+
+def test_long_poll_woken_here_answers_the_remote_partition_from_its_state(broker):
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run():
+        answer = await _parked(router, broker, 5000)
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())   # local news
+        return await answer
+    resp = asyncio.run(run())
+    assert not router.forwarded
+    parts = resp["responses"][0]["partitions"]
+    assert parts[0]["records"] and parts[1]["records"] == []
+
+
+def test_long_poll_expires_without_asking(broker):
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run():
+        answer = await _parked(router, broker, 100)
+        broker.clock_ms += 200
+        broker.timer.advance_clock(broker.clock_ms)
+        return await answer
+    resp = asyncio.run(run())
+    assert not router.forwarded
+    assert [p["records"] for p in resp["responses"][0]["partitions"]] == [[], []]
+
+
+def test_an_answer_without_news_parks_then_an_owner_gone_is_read_here(broker):
+    """First fetch: worker 1's partition is asked (nothing published yet); its answer
+    has no news, so the Fetch parks; worker 1's channel closing drops its state, which
+    wakes the Fetch, and the partition is read here (not ours: an error)."""
     router = FakeRouter(broker)
 
     async def run():
         answer = asyncio.ensure_future(
             fan_out(router, ctx(1, 11), two_partitions(max_wait_ms=5000), never))
-        ((_, sub, fut),) = router.forwarded
-        assert sub["max_wait_ms"] == 5000
-        assert len(broker.fetch_purgatory) == 1          # the local part is parked here
-        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())   # local news
-        for _ in range(10):                              # the gather sees the local answer
-            if router.completed:
-                break
-            await asyncio.sleep(0)
-        assert router.completed == [(1, fut.rid)]        # the owner is told to answer now
-        fut.set_exception(PeerGone("worker 1 is gone"))  # ... and went: read here
+        await _until(lambda: router.forwarded)
+        router.publish(broker)                            # sent before the answer
+        router.forwarded[0][2].set_result(_answer(0))
+        await _until(lambda: len(broker.fetch_purgatory) == 1)
+        router.reachable = False
+        for key in router.states.drop_owner(1):
+            broker.fetch_purgatory.check_and_complete(key)
         return await answer
     resp = asyncio.run(run())
+    assert len(router.forwarded) == 1
     parts = resp["responses"][0]["partitions"]
-    assert [p["partition_index"] for p in parts] == [0, 1] and parts[0]["records"]
+    assert [p["partition_index"] for p in parts] == [0, 1]
 
 
-def test_an_incremental_session_hears_only_what_changed_from_the_owner(broker):
-    """An incremental session's part tells the owner what the client last saw of each
-    partition ("known"); the owner leaves out the partitions with nothing new, which
-    the session's response leaves out too (the front fills them in as unchanged)."""
+def test_an_incremental_session_leaves_out_the_quiet_remote_partition(broker):
     router = FakeRouter(broker)
-
-    def owner_answer(hw, records=()):
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
-            {"topic": TOPIC, "partitions": [{"partition_index": 1, "error_code": 0,
-                                              "high_watermark": hw, "last_stable_offset": hw,
-                                              "log_start_offset": 0, "records": list(records)}]}]}
-
-    async def fetch(req, answer):
-        result = fan_out(router, ctx(1, 11), req, never)
-        wid, sub, fut = router.forwarded[-1]
-        if answer is not None:
-            fut.set_result(answer)
-        return sub, await result
 
     async def run():
         full = two_partitions()
-        full["session_epoch"] = 0                       # a new session: a full answer
-        sub, resp = await fetch(full, owner_answer(9))
-        assert "known" not in sub["topics"][0]["partitions"][0]
+        full["session_epoch"] = 0                         # a new session: a full answer
+        answer = fan_out(router, ctx(1, 11), full, never)
+        router.publish(broker)
+        router.forwarded[0][2].set_result(_answer(0))
+        resp = await answer
         assert [p["partition_index"] for p in resp["responses"][0]["partitions"]] == [0, 1]
         sid = resp["session_id"]
-        assert sid
-
-        def incremental(epoch):
-            return {**fetch_req(0, 0), "topics": [], "session_id": sid, "session_epoch": epoch}
-        sub, resp = await fetch(incremental(1), {"throttle_time_ms": 0, "error_code": 0,
-                                                 "session_id": 0, "responses": []})
-        (p,) = sub["topics"][0]["partitions"]
-        assert p["partition"] == 1 and p["known"] == (9, 9, 0)
-        assert resp["session_id"] == sid and resp["responses"] == []     # nothing new
-        sub, resp = await fetch(incremental(2), owner_answer(10, [b"x"]))
-        assert [(p["partition_index"], p["high_watermark"])
-                for p in resp["responses"][0]["partitions"]] == [(1, 10)]
-        # a failed part assumes nothing: its partitions are answered as read here
-        sub, resp = await fetch(incremental(3), {"throttle_time_ms": 0, "error_code": 58,
-                                                 "session_id": 0, "responses": []})
-        assert sub["topics"][0]["partitions"][0]["known"] == (10, 10, 0)
-        assert [p["partition_index"] for p in resp["responses"][0]["partitions"]] == [1]
+        incremental = {**fetch_req(0, 0), "topics": [], "session_id": sid, "session_epoch": 1}
+        resp = fan_out(router, ctx(1, 11), incremental, never)
+        assert resp["session_id"] == sid and resp["responses"] == []      # nothing new
+        assert len(router.forwarded) == 1
     asyncio.run(run())
+
+
+def test_data_published_between_the_owners_read_and_the_park_wakes_the_fetch(broker):
+    """The park counts from the state the owner's answer was read at, not from the
+    front's copy when it parks: an append published in between completes it at once."""
+    router = FakeRouter(broker)
+
+    async def run():
+        answer = asyncio.ensure_future(
+            fan_out(router, ctx(1, 11), two_partitions(max_wait_ms=600_000), never))
+        await _until(lambda: router.forwarded)
+        read_at = state_of(broker.partition(TOPIC, 1))
+        router.states.update(1, [(TOPIC, 1, read_at)], subscribed=True)
+        fut = router.forwarded[0][2]
+        fut.state = [(TOPIC, 1, read_at)]
+        produce(broker, 1, BatchBuilder().append(b"k", b"v").build())   # right after the read
+        router.publish(broker)                            # heard before the front parks
+        fut.set_result(_answer(0))
+        await _until(lambda: len(router.forwarded) == 2)  # woken at once: asked again
+        router.forwarded[1][2].set_result(_answer(1, [b"x"]))
+        return await answer
+    resp = asyncio.run(run())
+    assert resp["responses"][0]["partitions"][1]["records"] == [b"x"]
+
+
+def test_local_data_between_the_read_and_the_park_wakes_the_fetch(broker):
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run():
+        parked = fan_out(router, ctx(1, 11), two_partitions(max_wait_ms=600_000), never)
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())   # before it parks
+        return await parked
+    resp = asyncio.run(run())
+    assert resp["responses"][0]["partitions"][0]["records"]
+    assert not router.forwarded
+
+
+def test_remote_records_below_min_bytes_park_the_fetch(broker):
+    produce(broker, 1, BatchBuilder().append(b"k", b"v").build())
+    router = FakeRouter(broker)
+
+    async def run():
+        req = two_partitions(max_wait_ms=100)
+        req["min_bytes"] = 1 << 20
+        answer = asyncio.ensure_future(fan_out(router, ctx(1, 11), req, never))
+        await _until(lambda: router.forwarded)
+        router.publish(broker)
+        router.forwarded[0][2].set_result(_answer(1, [b"x"]))
+        await _until(lambda: len(broker.fetch_purgatory) == 1)     # 1 byte: it waits
+        broker.clock_ms += 200
+        broker.timer.advance_clock(broker.clock_ms)
+        await _until(lambda: len(router.forwarded) == 2)  # expired: reads again
+        router.forwarded[1][2].set_result(_answer(1, [b"x"]))
+        return await answer
+    resp = asyncio.run(run())
+    assert resp["responses"][0]["partitions"][1]["records"] == [b"x"]

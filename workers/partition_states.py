@@ -1,0 +1,219 @@
+"""The state an owner publishes of the partitions it leads, and a front's copy of it
+(ARCHITECTURE §2, Fetch across workers: the notification).
+
+A front that answers a long poll over partitions of other workers keeps, per such
+partition, what its owner last published: high watermark, last stable offset, log
+start offset, leader epoch and the two byte counters that DelayedFetch counts
+(`bytes_appended` for followers, `bytes_committed` for consumers). With it the front
+knows, without asking, which partitions a consumer is caught up on, parks the Fetch in
+its own fetch purgatory watching every partition (the owners' partitions through their
+published state), and asks an owner only for the partitions that have something to
+tell: a caught-up long poll over many partitions costs the front alone, and a wake-up
+costs one owner answer, not one per worker.
+
+Owner side (`Publisher`): a front subscribes to a partition when it asks the owner for
+it; every change of the partition that its fetch purgatory hears of (`check_and_complete`
+of its key: every change of its counters, LSO, leadership or presence) marks it, and
+the marked partitions' states leave once per loop iteration, one mesh frame per
+subscribed front. A partition no longer led here is published as gone (None) and its
+subscribers dropped. The answer to a Fetch part that subscribes carries the state its
+partitions had when it was read ("state"), the point from which the front counts
+what arrives while it parks (`Fanout`, workers/handlers/fetch/fanout.py).
+
+Front side (`RemoteStates`): {(topic, partition): RemoteState}, each from one owner;
+`quiet` says whether a consumer's partition can be answered from it (caught up, same
+leader epoch: an empty answer with the published offsets); a partition whose owner's
+channel closed is dropped, so that the next Fetch asks (and the unreachable owner's
+partitions answer NOT_LEADER_OR_FOLLOWER). A partition enters the copy only with the
+answer that subscribed it; published changes update what is there. A partition no
+Fetch read through this front for a sweep interval (`sweep`, STATE_IDLE_S) is dropped
+and its owner told ("unsub"), so that owners stop publishing what nobody reads.
+
+Message (mesh framing, workers/router.py):
+
+    owner -> front  {"op": "state", "parts": [(topic, partition, state | None)]}
+                    state: (hw, lso, log start, leader epoch, bytes appended,
+                    bytes committed); also as "state" of a subscribing part's "resp"
+    front -> owner  {"op": "unsub", "keys": [(topic, partition)]}
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+STATE_IDLE_S = 60.0     # a front's copy of a partition no Fetch read for this long goes
+
+
+def state_of(p) -> tuple | None:
+    """What an owner publishes of partition `p` (None: not led here). A partition
+    moving between log dirs still serves reads: its state is published."""
+    if p is None or p.closed or not getattr(p, "is_leader", True):
+        return None
+    return (p.high_watermark, p.last_stable_offset, p.log_start_offset, p.leader_epoch,
+            p.bytes_appended, p.bytes_committed)
+
+
+class RemoteState:
+    """One partition of another worker as its owner last published it; `closed` is
+    False so that a DelayedFetch counts it like a partition of its own."""
+
+    __slots__ = ("owner", "high_watermark", "last_stable_offset", "log_start_offset",
+                 "leader_epoch", "bytes_appended", "bytes_committed")
+    closed = False
+
+    def __init__(self, owner: int, state: tuple):
+        self.owner = owner
+        (self.high_watermark, self.last_stable_offset, self.log_start_offset,
+         self.leader_epoch, self.bytes_appended, self.bytes_committed) = state
+
+    def caught_up(self, fetch_offset: int, leader_epoch: int, committed: bool) -> bool:
+        """A consumer at `fetch_offset` (knowing `leader_epoch`, -1 if none) has
+        nothing to read and no error to hear."""
+        return (fetch_offset == (self.last_stable_offset if committed else self.high_watermark)
+                and (leader_epoch < 0 or leader_epoch == self.leader_epoch))
+
+    def answer(self, index: int, committed: bool) -> dict:
+        """The partition's answer for a caught-up consumer: no records, these offsets."""
+        return {"partition_index": index, "error_code": 0,
+                "high_watermark": self.high_watermark,
+                "last_stable_offset": self.last_stable_offset,
+                "log_start_offset": self.log_start_offset,
+                "aborted_transactions": [] if committed else None,
+                "preferred_read_replica": -1, "records": []}
+
+
+class RemoteStates:
+    """A front's copy of the partitions other workers published (module docstring)."""
+
+    def __init__(self):
+        self.states: dict[tuple, RemoteState] = {}
+        self.used: set[tuple] = set()       # read by a Fetch since the last sweep
+
+    def get(self, key: tuple) -> RemoteState | None:
+        return self.states.get(key)
+
+    def update(self, owner: int, parts: Iterable, subscribed: bool = False) -> list[tuple]:
+        """Apply an owner's state (`subscribed`: of the answer that subscribed its
+        partitions, which may enter the copy; else a published change, which updates
+        only what is there: a partition swept meanwhile stays out); the keys named."""
+        states = self.states
+        keys = []
+        for topic, index, state in parts:
+            key = (topic, index)
+            keys.append(key)
+            if state is None:
+                st = states.get(key)
+                if st is not None and st.owner == owner:
+                    del states[key]
+                continue
+            st = states.get(key)
+            if st is None or st.owner != owner:
+                if subscribed:
+                    states[key] = RemoteState(owner, state)
+            else:
+                (st.high_watermark, st.last_stable_offset, st.log_start_offset,
+                 st.leader_epoch, st.bytes_appended, st.bytes_committed) = state
+        return keys
+
+    def drop_owner(self, owner: int) -> list[tuple]:
+        """Forget what `owner` published (its channel closed); the keys dropped."""
+        keys = [k for k, st in self.states.items() if st.owner == owner]
+        for k in keys:
+            del self.states[k]
+        return keys
+
+    def quiet(self, cp, owner: int, committed: bool) -> RemoteState | None:
+        """`cp`'s (a CachedPartition of a consumer) published state when `owner`
+        published it and the consumer is caught up on it, else None (ask the owner)."""
+        key = (cp.topic, cp.partition)
+        st = self.states.get(key)
+        if st is None or st.owner != owner or not st.caught_up(
+                cp.fetch_offset, cp.current_leader_epoch, committed):
+            return None
+        self.used.add(key)
+        return st
+
+    def sweep(self) -> dict[int, list]:
+        """Drop the partitions no Fetch read since the last sweep (neither answered
+        from the copy nor asked: `used`); {owner: [keys]} to tell their owners."""
+        used, self.used = self.used, set()
+        idle: dict[int, list] = {}
+        for key, st in list(self.states.items()):
+            if key not in used:
+                del self.states[key]
+                idle.setdefault(st.owner, []).append(key)
+        return idle
+
+
+class Publisher:
+    """The owner's side: which fronts hear of which partitions, and the changes not
+    yet told. `lookup(topic, index)` is the worker's partition lookup; `send(peer,
+    parts)` sends one "state" message to a front."""
+
+    def __init__(self, lookup: Callable, send: Callable[[int, list], None],
+                 call_soon: Callable[[Callable], object]):
+        self.lookup = lookup
+        self.send = send
+        self.call_soon = call_soon
+        self.subscribers: dict[tuple, set[int]] = {}
+        self.dirty: set[tuple] = set()
+        self.scheduled = False
+
+    def subscribe(self, peer: int, keys: Iterable[tuple]) -> list:
+        """`peer` hears of `keys` from now on; their states now (sent before the
+        answer that follows, so that the front's copy is never older than it)."""
+        subs, lookup = self.subscribers, self.lookup
+        parts = []
+        for key in keys:
+            state = state_of(lookup(*key))
+            if state is None:
+                continue        # not ours: the answer says so
+            s = subs.get(key)
+            if s is None:
+                subs[key] = {peer}
+            else:
+                s.add(peer)
+            parts.append((key[0], key[1], state))
+        return parts
+
+    def unsubscribe(self, peer: int, keys: Iterable) -> None:
+        """`peer` no longer hears of `keys` (its copy dropped them)."""
+        subs = self.subscribers
+        for key in keys:
+            s = subs.get(tuple(key))
+            if s is not None:
+                s.discard(peer)
+                if not s:
+                    del subs[tuple(key)]
+
+    def unsubscribe_peer(self, peer: int) -> None:
+        for key in [k for k, s in self.subscribers.items() if peer in s]:
+            s = self.subscribers[key]
+            s.discard(peer)
+            if not s:
+                del self.subscribers[key]
+
+    def changed(self, key: tuple) -> None:
+        """The fetch purgatory's hook: `key` changed (its state leaves this iteration)."""
+        if key in self.subscribers:
+            self.dirty.add(key)
+            if not self.scheduled:
+                self.scheduled = True
+                self.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.scheduled = False
+        dirty, self.dirty = self.dirty, set()
+        by_peer: dict[int, list] = {}
+        lookup, subs = self.lookup, self.subscribers
+        for key in dirty:
+            peers = subs.get(key)
+            if not peers:
+                continue
+            state = state_of(lookup(*key))
+            entry = (key[0], key[1], state)
+            for peer in peers:
+                by_peer.setdefault(peer, []).append(entry)
+            if state is None:       # gone: its fronts ask whoever leads it next
+                del subs[key]
+        for peer, parts in by_peer.items():
+            self.send(peer, parts)
