@@ -75,12 +75,14 @@ async def run(worker) -> None:
 def housekeep_partition(worker, p, now: int, due: set) -> None:
     """One partition's due jobs; a storage error goes to the worker's handling."""
     try:
-        if _housekeep_log(p, now, due):     # fronts hear of the new log start
-            worker.fetch_purgatory.check_and_complete(p.key)
+        moved = _housekeep_log(p, now, due)
     except (OSError, KafkaStorageError) as e:
         err = e if isinstance(e, KafkaStorageError) else \
             KafkaStorageError.from_os_error(f"housekeeping of {p.log.dir}", e)
         worker.on_storage_error(p, err)
+        return
+    if moved:       # fronts hear of the new log start
+        worker.fetch_purgatory.check_and_complete(p.key)
 
 
 def _housekeep_log(p, now: int, due: set) -> bool:

@@ -155,6 +155,7 @@ class Publisher:
         self.send = send
         self.call_soon = call_soon
         self.subscribers: dict[tuple, set[int]] = {}
+        self.sent: dict[tuple, tuple] = {}      # the state each key's last flush told
         self.dirty: set[tuple] = set()
         self.scheduled = False
 
@@ -172,6 +173,8 @@ class Publisher:
                 subs[key] = {peer}
             else:
                 s.add(peer)
+            # (`sent` stays: it is what every subscriber was told by a flush, which a
+            # newer state here is not, for the others)
             parts.append((key[0], key[1], state))
         return parts
 
@@ -179,11 +182,13 @@ class Publisher:
         """`peer` no longer hears of `keys` (its copy dropped them)."""
         subs = self.subscribers
         for key in keys:
-            s = subs.get(tuple(key))
+            key = tuple(key)
+            s = subs.get(key)
             if s is not None:
                 s.discard(peer)
                 if not s:
-                    del subs[tuple(key)]
+                    del subs[key]
+                    self.sent.pop(key, None)
 
     def unsubscribe_peer(self, peer: int) -> None:
         for key in [k for k, s in self.subscribers.items() if peer in s]:
@@ -191,6 +196,7 @@ class Publisher:
             s.discard(peer)
             if not s:
                 del self.subscribers[key]
+                self.sent.pop(key, None)
 
     def changed(self, key: tuple) -> None:
         """The fetch purgatory's hook: `key` changed (its state leaves this iteration)."""
@@ -204,16 +210,21 @@ class Publisher:
         self.scheduled = False
         dirty, self.dirty = self.dirty, set()
         by_peer: dict[int, list] = {}
-        lookup, subs = self.lookup, self.subscribers
+        lookup, subs, sent = self.lookup, self.subscribers, self.sent
         for key in dirty:
             peers = subs.get(key)
             if not peers:
                 continue
             state = state_of(lookup(*key))
+            if state is not None and sent.get(key) == state:
+                continue            # checked, not changed (a metadata push checks all)
             entry = (key[0], key[1], state)
             for peer in peers:
                 by_peer.setdefault(peer, []).append(entry)
             if state is None:       # gone: its fronts ask whoever leads it next
                 del subs[key]
+                sent.pop(key, None)
+            else:
+                sent[key] = state
         for peer, parts in by_peer.items():
             self.send(peer, parts)

@@ -744,6 +744,8 @@ class Router:
             # only ConnectionAbortedError (a failed acks=0 part) is raised
             result = self.run_part(ctx, body)
         except Exception as e:
+            if state:           # no answer brings the front a copy: nothing to publish
+                self.publisher.unsubscribe(peer, sub)
             if oneway is not None:
                 self._reply(peer, {"op": "resp", "id": rid, "oneway": oneway})
             else:
@@ -758,8 +760,8 @@ class Router:
                 reply["state"] = state
             self._reply(peer, reply)
             return
-        if state:       # (a Fetch part answers at once: not expected) the state alone
-            self._send_state(peer, state)
+        if state:       # (a Fetch part answers at once: not expected) no copy at the front
+            self.publisher.unsubscribe(peer, sub)
         fut = asyncio.ensure_future(result)
 
         def done(f):
@@ -786,8 +788,12 @@ class Router:
             purgatory.check_and_complete(key)
 
     def _sweep_states(self) -> None:
-        """Every STATE_IDLE_S: drop the copies no Fetch read, and tell their owners."""
+        """Every STATE_IDLE_S: drop the copies no Fetch read, and tell their owners; a
+        Fetch still parked on one (max_wait_ms over the interval) wakes and asks."""
+        purgatory = self.broker.fetch_purgatory
         for owner, keys in self.states.sweep().items():
+            for key in keys:
+                purgatory.check_and_complete(key)
             link = self.peers.get(owner)
             if link is not None and not link.closed:
                 try:

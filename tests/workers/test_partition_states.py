@@ -116,3 +116,26 @@ def test_an_unsubscribed_front_hears_no_more():
     assert sent == [8]
     pub.unsubscribe(8, [("t", 0)])
     assert pub.subscribers == {}
+
+
+def test_a_check_without_a_change_publishes_nothing_and_a_later_subscriber_misses_nothing():
+    """A metadata push checks every partition: unchanged states are not sent again. A
+    front that subscribes meanwhile gets the state with its answer; the others still
+    hear the change from the flush."""
+    parts = {("t", 0): part()}
+    sent, soon = [], []
+    pub = Publisher(lambda t, i: parts.get((t, i)), lambda peer, ps: sent.append((peer, ps)),
+                    soon.append)
+    pub.subscribe(7, [("t", 0)])
+    parts[("t", 0)].high_watermark = 6
+    pub.changed(("t", 0))
+    soon.pop()()
+    assert [peer for peer, _ in sent] == [7]
+    pub.changed(("t", 0))                       # checked, not changed
+    soon.pop()()
+    assert len(sent) == 1
+    parts[("t", 0)].high_watermark = 7
+    pub.changed(("t", 0))
+    pub.subscribe(8, [("t", 0)])                # told 7 with its answer
+    soon.pop()()
+    assert sorted(peer for peer, _ in sent[1:]) == [7, 8]

@@ -510,3 +510,49 @@ def test_a_coordinator_key_maps_by_the_topics_whole_partition_count():
     r = Router(B())
     group = next(g for g in (f"g{i}" for i in range(100)) if coordinator_partition(g, 3) == 2)
     assert r._coordinator_key("__consumer_offsets", group) == ("__consumer_offsets", 2)
+
+
+def test_a_sweep_tells_the_owner_and_wakes_a_fetch_parked_on_the_copy(tmp_path):
+    from tests.workers.test_txn_fetch import TOPIC, MiniBroker
+    from workers.router import Router
+
+    async def run():
+        broker = MiniBroker(tmp_path)
+        broker.requests_served, broker.worker_id = 0, 1
+        r = Router(broker, lambda ctx, body: {})
+        r.start(asyncio.get_running_loop())
+        link = r.peers[2] = _Link()
+        checked = []
+        broker.fetch_purgatory.on_check = checked.append
+        r.states.update(2, [(TOPIC, 5, (1, 1, 0, 0, 9, 9)), (TOPIC, 6, (1, 1, 0, 0, 9, 9))],
+                        subscribed=True)
+        r.states.used.add((TOPIC, 6))
+        r._sweep_states()
+        assert link.sent == [{"op": "unsub", "keys": [(TOPIC, 5)]}] and checked == [(TOPIC, 5)]
+        assert r.states.get((TOPIC, 5)) is None and r.states.get((TOPIC, 6)) is not None
+        r._sweeper.cancel()
+        broker.close()
+    asyncio.run(run())
+
+
+def test_a_fetch_part_that_fails_on_the_owner_leaves_no_subscription(tmp_path):
+    from tests.workers.test_txn_fetch import TOPIC, MiniBroker, fetch_req
+    from workers.router import Router
+
+    def boom(ctx, body):
+        raise ConnectionAbortedError("failed")
+
+    async def run():
+        broker = MiniBroker(tmp_path)
+        broker.requests_served, broker.worker_id = 0, 1
+        r = Router(broker, boom)
+        r.start(asyncio.get_running_loop())
+        link = r.peers[0] = _Link()
+        r.on_message(0, {"op": "req", "id": 1, "api_key": K.FETCH, "version": 11,
+                         "client_id": "c", "client_host": "h", "body": fetch_req(0, 0),
+                         "sub": [(TOPIC, 0)]})
+        (reply,) = link.sent
+        assert "error" in reply and r.publisher.subscribers == {}
+        r._sweeper.cancel()
+        broker.close()
+    asyncio.run(run())

@@ -102,7 +102,7 @@ class Fanout:
         asks = self._pass(found)
         if asks:
             return self._answer_asked(found, self._ask(found, asks))
-        if self.news or self.plan.max_wait_ms <= 0:
+        if self.news or self.plan.max_wait_ms <= 0 or not self.plan.fctx.partitions:
             return self._assemble(found)
         return self._park_then_answer()
 

@@ -322,3 +322,21 @@ def test_remote_records_below_min_bytes_park_the_fetch(broker):
         return await answer
     resp = asyncio.run(run())
     assert resp["responses"][0]["partitions"][1]["records"] == [b"x"]
+
+
+def test_an_incremental_fetch_that_forgets_every_partition_is_answered_at_once(broker):
+    """Nothing left to read (the session's partitions all forgotten): no long poll."""
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run():
+        full = two_partitions()
+        full["session_epoch"] = 0
+        sid = fan_out(router, ctx(1, 11), full, never)["session_id"]
+        forget = {**fetch_req(0, 0, max_wait_ms=600_000), "topics": [], "session_id": sid,
+                  "session_epoch": 1, "forgotten_topics_data": [{"topic": TOPIC,
+                                                                 "partitions": [0, 1]}]}
+        return fan_out(router, ctx(1, 11), forget, never)
+    resp = asyncio.run(run())
+    assert resp["error_code"] == 0 and resp["responses"] == []
+    assert len(broker.fetch_purgatory) == 0
