@@ -235,8 +235,10 @@ class DelayedFanout(DelayedFetch):
     def on_complete(self) -> None:
         if self.future is not None and not self.future.done():
             self.future.set_result(None)
+        # as DelayedFetch: a completed op waits on other keys' watch lists until they
+        # are checked or purged, and keeps nothing of its Fetch meanwhile
         self.start_bytes, self.start_lso, self.counted = {}, {}, {}
-        self.future = None
+        self.future = self.lookup = self.plan = None
 
 
 def collect(broker, body: dict, version: int, found: dict, conn=None) -> list:
