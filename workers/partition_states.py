@@ -14,8 +14,8 @@ costs one owner answer, not one per worker.
 Owner side (`Publisher`): a front subscribes to a partition when it asks the owner for
 it; every change of the partition that its fetch purgatory hears of (`check_and_complete`
 of its key: every change of its counters, LSO, leadership or presence) marks it, and
-the marked partitions' states leave once per loop iteration, one mesh frame per
-subscribed front. A partition no longer led here is published as gone (None) and its
+the marked partitions whose state differs from the last one sent leave once per loop
+iteration, one mesh frame per subscribed front. A partition no longer led here is published as gone (None) and its
 subscribers dropped. The answer to a Fetch part that subscribes carries the state its
 partitions had when it was read ("state"), the point from which the front counts
 what arrives while it parks (`Fanout`, workers/handlers/fetch/fanout.py).
