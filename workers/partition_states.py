@@ -62,6 +62,10 @@ class RemoteState:
 
     def __init__(self, owner: int, state: tuple):
         self.owner = owner
+        self.set(state)
+
+    def set(self, state: tuple) -> None:
+        """Take a published `state_of` tuple."""
         (self.high_watermark, self.last_stable_offset, self.log_start_offset,
          self.leader_epoch, self.bytes_appended, self.bytes_committed) = state
 
@@ -100,18 +104,16 @@ class RemoteStates:
         for topic, index, state in parts:
             key = (topic, index)
             keys.append(key)
+            st = states.get(key)
             if state is None:
-                st = states.get(key)
                 if st is not None and st.owner == owner:
                     del states[key]
                 continue
-            st = states.get(key)
             if st is None or st.owner != owner:
                 if subscribed:
                     states[key] = RemoteState(owner, state)
             else:
-                (st.high_watermark, st.last_stable_offset, st.log_start_offset,
-                 st.leader_epoch, st.bytes_appended, st.bytes_committed) = state
+                st.set(state)
         return keys
 
     def drop_owner(self, owner: int) -> list[tuple]:
@@ -180,19 +182,17 @@ class Publisher:
 
     def unsubscribe(self, peer: int, keys: Iterable) -> None:
         """`peer` no longer hears of `keys` (its copy dropped them)."""
-        subs = self.subscribers
         for key in keys:
-            key = tuple(key)
-            s = subs.get(key)
-            if s is not None:
-                s.discard(peer)
-                if not s:
-                    del subs[key]
-                    self.sent.pop(key, None)
+            self._drop(peer, tuple(key))
 
     def unsubscribe_peer(self, peer: int) -> None:
+        """`peer` hears of nothing any more (its channel closed)."""
         for key in [k for k, s in self.subscribers.items() if peer in s]:
-            s = self.subscribers[key]
+            self._drop(peer, key)
+
+    def _drop(self, peer: int, key: tuple) -> None:
+        s = self.subscribers.get(key)
+        if s is not None:
             s.discard(peer)
             if not s:
                 del self.subscribers[key]
