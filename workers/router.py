@@ -269,9 +269,9 @@ def merge_markers(req: dict, parts: list[tuple[list, dict]]) -> dict:
     return {"markers": markers}
 
 
-def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wait_ms: int,
-                     min_bytes: int) -> dict:
-    """A sessionless Fetch of `cps` (CachedPartitions, in order) for their owner."""
+def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, min_bytes: int) -> dict:
+    """A sessionless Fetch of `cps` (CachedPartitions, in order) for their owner, which
+    answers it at once (max_wait_ms 0: the front long-polls, fanout.py)."""
     topics: list[dict] = []
     for cp in cps:
         key = cp.topic_id if version >= 13 else cp.topic
@@ -288,7 +288,7 @@ def fetch_subrequest(req: dict, version: int, cps: list, max_bytes: int, max_wai
         del t["_k"]
     sub = {k: v for k, v in req.items() if k not in ("topics", "forgotten_topics_data")}
     sub.update(topics=topics, forgotten_topics_data=[], session_id=0, session_epoch=-1,
-               max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+               max_bytes=max_bytes, max_wait_ms=0, min_bytes=min_bytes)
     return sub
 
 

@@ -104,12 +104,12 @@ def test_fetch_subrequest_is_sessionless():
     req = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 100, "isolation_level": 0,
            "session_id": 77, "session_epoch": 3, "topics": [], "forgotten_topics_data": [{"topic": "z"}],
            "rack_id": ""}
-    sub = fetch_subrequest(req, 12, cps, 50, 0, 1)
+    sub = fetch_subrequest(req, 12, cps, 50, 1)
     assert sub["session_epoch"] == -1 and sub["session_id"] == 0 and sub["forgotten_topics_data"] == []
     assert (sub["max_bytes"], sub["max_wait_ms"], sub["min_bytes"]) == (50, 0, 1)
     assert [(t["topic"], [(p["partition"], p["fetch_offset"]) for p in t["partitions"]])
             for t in sub["topics"]] == [("a", [(1, 5), (3, 7)]), ("b", [(0, 0)])]
-    sub13 = fetch_subrequest(req, 13, cps, 50, 500, 1)
+    sub13 = fetch_subrequest(req, 13, cps, 50, 1)
     assert [t["topic_id"] for t in sub13["topics"]] == [b"\1" * 16, b"\2" * 16]
 
 

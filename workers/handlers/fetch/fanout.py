@@ -156,7 +156,7 @@ class Fanout:
         router, ctx, plan = self.router, self.ctx, self.plan
         waiting = []
         for w, cps in asks.items():
-            sub = fetch_subrequest(self.req, ctx.api_version, cps, self.budget, 0, plan.min_bytes)
+            sub = fetch_subrequest(self.req, ctx.api_version, cps, self.budget, plan.min_bytes)
             fut = router.forward(w, ctx, sub, sub_keys=[(cp.topic, cp.partition) for cp in cps])
             if fut is None:
                 self._collect_here(found, cps)
