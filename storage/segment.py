@@ -153,6 +153,9 @@ class LogSegment:
         self._written_to = self.size  # end of the bytes pwritten (> size while an append runs)
         self._rmm = None            # read-only map (inactive), of `_rmm_len` bytes
         self._rmm_len = 0
+        # the last append when it was one batch: where a consumer at the end of the
+        # log reads next, found without the index and the walk of batch headers
+        self._tail: BatchPosition | None = None
         self.active = False
         self.index_needs_rebuild = False
         self.index, self.time_index = self._open_indexes()
@@ -291,6 +294,10 @@ class LogSegment:
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchPosition | None:
         """The first batch at or after `start_position` whose last offset >= `offset`."""
+        t = self._tail
+        if t is not None and t.base_offset <= offset <= t.last_offset \
+                and t.position >= start_position:
+            return t        # offsets grow: no earlier batch reaches `offset`
         _, pos = self.index.lookup(offset)
         for b in self.iter_positions(max(pos, start_position)):
             if b.last_offset >= offset:
@@ -361,6 +368,12 @@ class LogSegment:
                     else self._rolling_ts
             self._pwrite(records, position)
             self.size = position + n
+            self._tail = None
+            if n >= HEADER_SIZE:
+                base, length = _HDR.unpack_from(records, 0)
+                if length + LOG_OVERHEAD == n:
+                    self._tail = BatchPosition(position, base,
+                                               base + _LOD.unpack_from(records, 23)[0], n)
             if largest_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = largest_timestamp
                 self.offset_of_max_timestamp = offset_of_max_timestamp
@@ -405,6 +418,7 @@ class LogSegment:
         """
         (size, max_ts, max_ts_off, since_index, rolling_ts, n_index, n_time,
          n_txn) = mark
+        self._tail = None
         self.size, self.max_timestamp_so_far, self.offset_of_max_timestamp = size, max_ts, \
             max_ts_off
         self.bytes_since_last_index_entry, self._rolling_ts = since_index, rolling_ts
@@ -583,6 +597,7 @@ class LogSegment:
         self._amm = None
         os.ftruncate(self.fd, valid)
         self.size = self._written_to = valid
+        self._tail = None
         self.active = False
         if was_active:
             self.make_active(self.capacity)

@@ -130,13 +130,17 @@ class Purgatory:
 
     # -- adding ------------------------------------------------------------
 
-    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable],
+                                check: bool = True) -> bool:
         """Complete ``op`` now if it can (True), else watch it on ``keys`` and
-        start its timeout (False)."""
-        keys = list(keys)
+        start its timeout (False). ``check=False``: the caller knows that ``op``
+        cannot complete yet (it took what it counts from just now), so the first
+        ``try_complete`` is skipped."""
+        if not isinstance(keys, list):
+            keys = list(keys)
         if not keys:
             raise ValueError("try_complete_else_watch needs at least one key")
-        if op.try_complete():
+        if check and op.try_complete():
             return True
         if op._purgatory is not None and op._purgatory is not self:
             raise ValueError(f"operation already belongs to purgatory {op._purgatory.name}")
@@ -144,8 +148,13 @@ class Purgatory:
             if op._purgatory is None:
                 op._purgatory = self
                 self._pending += 1
-            for key in keys:
-                self._watchers.setdefault(key, {})[op] = None
+            watchers = self._watchers
+            for key in keys:        # no setdefault: it builds a dict per key, kept or not
+                ops = watchers.get(key)
+                if ops is None:
+                    watchers[key] = {op: None}
+                else:
+                    ops[op] = None
             if op.recheck_after_watch and op.try_complete():
                 return True
         if not op.is_completed:

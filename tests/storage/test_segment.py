@@ -73,6 +73,36 @@ def test_translate_and_read_whole_batches(tmp_path):
     assert got == b"".join(d for o, d in batches if 110 <= o < 120)
 
 
+def test_the_last_appended_batch_is_found_without_the_index_walk(tmp_path, monkeypatch):
+    """A consumer at the end reads the batch appended last: translated from what the
+    append remembered, the same answer as the index walk; two batches in one append, a
+    rollback or a truncation leave nothing remembered."""
+    seg = new_seg(tmp_path)
+    batches = fill(seg, 10)
+    walked = seg.translate_offset(118, start_position=1)
+    seg._tail = None
+    assert seg.translate_offset(118, start_position=1) == walked
+    fill(seg, 1, start=120)
+    walks = []
+    real = seg.batch_at
+    monkeypatch.setattr(seg, "batch_at", lambda pos: walks.append(pos) or real(pos))
+    b = seg.translate_offset(121)
+    assert walks == [] and (b.base_offset, b.last_offset) == (120, 121)
+    assert seg.translate_offset(121, start_position=b.position + 1) is None   # walked
+    assert walks
+    two = mk_batch(122, 2) + mk_batch(124, 2)
+    seg.append(125, 1000, 125, two)                    # two batches: nothing remembered
+    assert seg._tail is None and seg.translate_offset(124).base_offset == 124
+    mark = seg.mark()
+    fill(seg, 1, start=126)
+    seg.rollback(mark)
+    assert seg._tail is None and seg.translate_offset(126) is None
+    fill(seg, 1, start=126)
+    seg.truncate_to(126)
+    assert seg._tail is None and seg.translate_offset(126) is None
+    assert seg.translate_offset(batches[-1][0]).base_offset == batches[-1][0]
+
+
 def test_find_offset_by_timestamp(tmp_path):
     seg = new_seg(tmp_path)
     fill(seg, 30)                                      # batch i: ts 1000+10i, 1001+10i

@@ -41,5 +41,5 @@ def handle(broker, ctx, req):
     if (plan.max_wait_ms <= 0 or not fctx.partitions or total >= plan.min_bytes or any_error
             or unknown_ids):
         return plan.response(results)
-    future, _ = park(plan)
+    future, _ = park(plan, results, total)
     return future

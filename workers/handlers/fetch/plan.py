@@ -102,8 +102,9 @@ class FetchPlan:
         self.max_wait_ms = req["max_wait_ms"]
         self.replica_id = replica_id(req)
 
-    def read_all(self) -> tuple[list, int, bool]:
-        """Returns ([(cp, partition dict)], bytes read, any error)."""
+    def read_all(self, cps=None) -> tuple[list, int, bool]:
+        """Returns ([(cp, partition dict)], bytes read, any error) of `cps` (default:
+        every partition of the request), in order."""
         out, total, any_error = [], 0, False
         budget = self.max_bytes
         partition = self.broker.partition
@@ -112,7 +113,7 @@ class FetchPlan:
         # again on every wake-up): answered here, without a log lookup and with the
         # fewest calls; the rest, and every error, go through _read_one.
         fast = self.replica_id < 0 and self.version >= convert.ZSTD_MIN_FETCH_VERSION
-        for cp in self.fctx.partitions:
+        for cp in self.fctx.partitions if cps is None else cps:
             p = partition(cp.topic, cp.partition)
             if fast and p is not None:
                 lg = p.log
@@ -133,6 +134,25 @@ class FetchPlan:
             budget = max(0, budget - size)
             any_error = any_error or data["error_code"] != 0 or "diverging_epoch" in data
             out.append((cp, data))
+        return out, total, any_error
+
+    def read_again(self, results: list, changed) -> tuple[list, int, bool]:
+        """`read_all` after a long poll, given its first read (`results`, which found
+        no records and no error) and the keys checked since (`changed`): those are read
+        again, the others answer what the first read found. The same answer as
+        `read_all`: an unchanged partition has the same offsets, and it adds no bytes,
+        so the budget and the first partition with data are the same."""
+        if not changed:
+            return results, 0, False
+        again, at = [], []
+        for i, (cp, _) in enumerate(results):
+            if (cp.topic, cp.partition) in changed:
+                again.append(cp)
+                at.append(i)
+        fresh, total, any_error = self.read_all(again)
+        out = list(results)
+        for i, r in zip(at, fresh):
+            out[i] = r
         return out, total, any_error
 
     def _read_one(self, cp: CachedPartition, p, budget: int, min_one: bool) -> dict:
@@ -250,12 +270,18 @@ class PartPlan(FetchPlan):
         return results
 
 
-def park(plan: FetchPlan) -> tuple[asyncio.Future, DelayedFetch]:
-    """Park `plan` in the fetch purgatory, watching every partition it reads: the
-    future resolves to `plan.response(...)` of a read once `min_bytes` arrived, a
-    watched partition went away, or `max_wait_ms` expired (workers/delayed.py)."""
+def park(plan: FetchPlan, results: list, total: int) -> tuple[asyncio.Future, DelayedFetch]:
+    """Park `plan` in the fetch purgatory, watching every partition it reads, right
+    after its read `results` of `total` bytes (no await between them): the future
+    resolves to `plan.response(...)` of a read once `min_bytes` arrived, a watched
+    partition went away, or `max_wait_ms` expired (workers/delayed.py); that read reads
+    again only the partitions that changed, unless the first found records already
+    (min_bytes over 1): then it reads them all."""
     future = asyncio.get_running_loop().create_future()
-    op = DelayedFetch(plan, future)
-    plan.broker.fetch_purgatory.try_complete_else_watch(op, list(op.start_bytes))
+    op = DelayedFetch(plan, future, results=None if total else results)
+    # its counters were taken just now, after the read: nothing can have arrived
+    # since, unless a partition is already gone
+    plan.broker.fetch_purgatory.try_complete_else_watch(op, list(op.start_bytes),
+                                                        check=op.gone)
     return future, op
 

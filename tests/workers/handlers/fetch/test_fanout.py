@@ -340,3 +340,43 @@ def test_an_incremental_fetch_that_forgets_every_partition_is_answered_at_once(b
     resp = asyncio.run(run())
     assert resp["error_code"] == 0 and resp["responses"] == []
     assert len(broker.fetch_purgatory) == 0
+
+
+def test_a_wake_up_reads_again_only_the_partitions_that_changed(broker):
+    """Local news: the remote partition keeps the first pass's answer from its state
+    (not looked up again); remote news: the local partition is not read again."""
+    router = FakeRouter(broker)
+    router.publish(broker)
+    quiet = router.states.quiet
+    looked_up = []
+    router.states.quiet = lambda cp, *a: looked_up.append(cp.partition) or quiet(cp, *a)
+
+    async def local_news():
+        answer = await _parked(router, broker, 5000)
+        looked_up.clear()
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+        return await answer
+    resp = asyncio.run(local_news())
+    assert looked_up == [] and resp["responses"][0]["partitions"][0]["records"]
+
+    read = []
+    find = broker.partition
+
+    async def remote_news():
+        answer = asyncio.ensure_future(fan_out(router, ctx(1, 11), two_partitions(5000)
+                                               | {"topics": [{"topic": TOPIC, "partitions": [
+                                                   {"partition": 0, "fetch_offset": 1,
+                                                    "partition_max_bytes": 1 << 20},
+                                                   {"partition": 1, "fetch_offset": 0,
+                                                    "partition_max_bytes": 1 << 20}]}]}, never))
+        await _until(lambda: len(broker.fetch_purgatory) == 1)
+        broker.partition = lambda t, i: read.append(i) or find(t, i)
+        produce(broker, 1, BatchBuilder().append(b"k", b"v").build())   # on worker 1
+        router.publish(broker)
+        await _until(lambda: router.forwarded)
+        router.forwarded[-1][2].set_result(_answer(1, [b"x"]))
+        return await answer
+    resp = asyncio.run(remote_news())
+    broker.partition = find
+    assert 0 not in read
+    assert [p["records"] for p in resp["responses"][0]["partitions"]] == [[], [b"x"]]

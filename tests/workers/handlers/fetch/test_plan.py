@@ -70,7 +70,7 @@ def test_a_parked_plan_answers_once_min_bytes_arrived(broker):
     async def run():
         plan = FetchPlan(broker, ctx(1, 11), fetch_req(0, 0, max_wait_ms=5000),
                          FetchContext([cp(0)], None, False), {})
-        future, op = park(plan)
+        future, op = park(plan, *plan.read_all()[:2])
         assert not future.done() and len(broker.fetch_purgatory) == 1
         produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
         assert future.done() and op.is_completed
@@ -82,10 +82,49 @@ def test_a_parked_plan_answers_once_min_bytes_arrived(broker):
 def test_a_parked_part_plan_answers_raw(broker):
     async def run():
         plan = PartPlan(broker, ctx(1, 11), fetch_req(0, 0, max_wait_ms=5000), [cp(1)])
-        future, op = park(plan)
+        future, op = park(plan, *plan.read_all()[:2])
         op.force_complete()
         ((c, data),) = future.result()
         assert c.partition == 1 and data["records"] == []
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("isolation", [0, 1])
+def test_a_wake_up_reads_only_the_partitions_that_changed(broker, isolation):
+    """A parked plan's second read reads again the partitions whose keys were checked
+    while it waited, keeps the first read's answer for the others, and answers what a
+    read of every partition answers."""
+    async def run():
+        hw = [broker.partition(TOPIC, i).high_watermark for i in (0, 1)]
+        plan = PartPlan(broker, ctx(1, 11), fetch_req(0, isolation, max_wait_ms=5000),
+                        [cp(0, offset=hw[0]), cp(1, offset=hw[1])])
+        first = plan.read_all()[0]
+        future, op = park(plan, first, 0)
+        read = []
+        find = broker.partition
+        broker.partition = lambda t, i: read.append(i) or find(t, i)
+        produce(broker, 1, BatchBuilder().append(b"k", b"v").build())
+        broker.partition = find
+        assert op.changed is None and future.done()     # completed: nothing kept
+        (a, da), (b, db) = future.result()
+        assert da is first[0][1] and db["records"] and db["high_watermark"] == hw[1] + 1
+        assert read.count(0) == 0                        # partition 0 not looked up again
+        again = PartPlan(broker, ctx(1, 11), fetch_req(0, isolation),
+                         [cp(0, offset=hw[0]), cp(1, offset=hw[1])]).read_all()[0]
+        assert [d for _, d in again] == [da, db]
+    asyncio.run(run())
+
+
+def test_a_second_read_with_nothing_changed_or_after_records_were_found(broker):
+    async def run():
+        plan = PartPlan(broker, ctx(1, 11), fetch_req(0, 0), [cp(0), cp(1)])
+        empty = plan.read_all()[0]
+        assert plan.read_again(empty, set()) == (empty, 0, False)
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+        found, total, _ = plan.read_all()      # records, below min_bytes: all read again
+        _, op = park(plan, found, total)
+        assert total > 0 and op.results is None and op.changed is None
+        op.force_complete()
     asyncio.run(run())
 
 
