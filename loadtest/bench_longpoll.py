@@ -1,0 +1,113 @@
+"""Micro-benchmark of a caught-up consumer's long poll over many partitions, stage by
+stage (prints the median and the mean µs of each stage per Fetch: the mean carries
+what happens now and then, such as the purgatory's purges and the garbage collector).
+
+    python -m loadtest.bench_longpoll [--partitions 50] [--fetches 3000]
+
+One cycle is what a worker does for each Fetch of a librdkafka consumer at the end of
+its partitions (a full, sessionless Fetch of every partition each time): decode the
+request, resolve its partitions, read them (all caught up), park it in the fetch
+purgatory, then one append of one 1 KiB batch to one partition wakes it, it reads again
+and its response is encoded. The parts are the worker's own (real Partitions over real
+logs in a temporary directory, the real purgatory, timing wheel, fetch session cache
+and codec) around the handlers' test broker (tests/workers/test_txn_fetch.py
+`MiniBroker`, the least a Fetch reads from a worker); no socket, no event loop turns.
+
+To compare two commits, run it in a checkout of each, the same minute, and compare the
+medians (the machine's noise moves both alike).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mpbroker.protocol import codec  # noqa: E402
+from storage.batch import BatchBuilder  # noqa: E402
+from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx  # noqa: E402
+from workers.handlers.fetch import plan as fetch_plan  # noqa: E402
+
+VERSION = 12                    # topic names (v13+ would look topic ids up)
+STAGES = ("decode", "partitions", "read", "park", "append", "wake", "encode")
+
+
+def fetch_request(broker, partitions: int) -> bytes:
+    """A consumer's Fetch of every partition at its high watermark, encoded."""
+    return codec.encode_request(1, VERSION, {
+        "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 50 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+        "forgotten_topics_data": [],
+        "topics": [{"topic": TOPIC, "partitions": [
+            {"partition": i, "fetch_offset": broker.partition(TOPIC, i).high_watermark,
+             "partition_max_bytes": 1 << 20, "current_leader_epoch": -1,
+             "log_start_offset": -1, "last_fetched_epoch": -1} for i in range(partitions)]}]})
+
+
+async def cycles(broker, partitions: int, fetches: int) -> dict[str, list[float]]:
+    batch = BatchBuilder().append(b"k", b"v" * 1024).build()
+    times: dict[str, list[float]] = {s: [] for s in STAGES}
+    clock = time.perf_counter
+    context = ctx(1, VERSION)
+    for i in range(fetches):
+        frame = memoryview(fetch_request(broker, partitions))
+        t0 = clock()
+        req = codec.decode_request(1, VERSION, frame, 0)
+        t1 = clock()
+        requested, forgotten, unknown = fetch_plan.requested_partitions(broker, req, VERSION)
+        fctx = broker.fetch_sessions.new_context(0, -1, requested, forgotten,
+                                                 is_follower=False, uses_topic_ids=False)
+        plan = fetch_plan.FetchPlan(broker, context, req, fctx, unknown)
+        t2 = clock()
+        results, total, error = plan.read_all()
+        t3 = clock()
+        if error or total:
+            raise SystemExit("the fetch was not caught up: nothing to measure")
+        future, _ = fetch_plan.park(plan, results, total)
+        t4 = clock()
+        p = broker.partition(TOPIC, i % partitions)
+        p.append(memoryview(bytearray(batch)))
+        t5 = clock()
+        broker.fetch_purgatory.check_and_complete(p.key)     # what Produce does
+        t6 = clock()
+        codec.encode_response(1, VERSION, future.result())
+        t7 = clock()
+        for stage, a, b in zip(STAGES, (t0, t1, t2, t3, t4, t5, t6), (t1, t2, t3, t4, t5, t6, t7)):
+            times[stage].append(b - a)
+    return times
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=50)
+    ap.add_argument("--fetches", type=int, default=3000)
+    args = ap.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-longpoll-"))
+    broker = MiniBroker(tmp, partitions=args.partitions)
+    try:
+        times = asyncio.run(cycles(broker, args.partitions, args.fetches))
+    finally:
+        broker.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    total = total_mean = 0.0
+    print(f"caught-up long poll over {args.partitions} partitions, {args.fetches} Fetches, "
+          f"µs per Fetch (median, mean):")
+    for stage in STAGES:
+        m, mean = statistics.median(times[stage]) * 1e6, statistics.fmean(times[stage]) * 1e6
+        total += m
+        total_mean += mean
+        print(f"  {stage:10s} {m:8.1f} {mean:8.1f}")
+    print(f"  {'total':10s} {total:8.1f} {total_mean:8.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
