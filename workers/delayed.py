@@ -91,6 +91,7 @@ class DelayedFetch(DelayedOperation):
     check completed the op, everything is read again."""
 
     recheck_after_watch = False     # try_complete only reads, and reads nothing else
+    unwatch_on_complete = True      # watched on every partition, woken by one
 
     def __init__(self, plan, future: asyncio.Future, lookup=None, start=None, base: int = 0,
                  results=None):
@@ -203,10 +204,10 @@ class DelayedFetch(DelayedOperation):
             else:
                 results, _, _ = plan.read_all()
             self.future.set_result(plan.response(results))
-        # A completed op stays on its other keys' watch lists until they are checked or
-        # purged (up to fetch.purgatory.purge.interval.requests of them): it keeps
-        # nothing per partition alive meanwhile, so that thousands of such objects do
-        # not reach the collector's oldest generation (workers/gc_freeze.py).
+        # A completed op has left its watch lists and the timer (unwatch_on_complete),
+        # but whoever parked it may hold it a while longer: it keeps nothing per
+        # partition alive, so that thousands of such objects do not reach the
+        # collector's oldest generation (workers/gc_freeze.py).
         self.start_bytes, self.start_lso, self.counted = {}, {}, {}
         self.results = self.changed = None
         plan.fctx = None

@@ -30,7 +30,9 @@ itself triggers events can; an op whose ``try_complete`` cannot, says so with
 to the timer. A completed op stays on the watch lists of its other keys until
 those keys are checked or a purge sweeps them: purging runs when more than
 ``purge_interval`` completed operations may still sit in watch lists
-(``{producer,fetch}.purgatory.purge.interval.requests``, default 1000).
+(``{producer,fetch}.purgatory.purge.interval.requests``, default 1000). An op
+class with ``unwatch_on_complete`` (DelayedFetch, watched on every partition of a
+Fetch) leaves all its watch lists when it completes instead.
 
 Concurrency contract
 --------------------
@@ -57,17 +59,24 @@ DEFAULT_PURGE_INTERVAL = 1000
 class DelayedOperation(TimerTask):
     """Subclasses implement ``try_complete``, ``on_complete``, ``on_expiration``."""
 
-    __slots__ = ("_completed", "_purgatory")
+    __slots__ = ("_completed", "_purgatory", "_keys")
 
     # False for an op whose try_complete, when it does not complete, changes nothing
     # another op could see (DelayedFetch): then the check after watching, which is
     # there for events raised by a try_complete, cannot find anything new
     recheck_after_watch = True
 
+    # True for an op watched on many keys and completed by one of them (a Fetch of
+    # many partitions): on completion it leaves every watch list at once, instead of
+    # waiting in each for that key's next check or a purge (each check would then step
+    # over the completed ops of every Fetch since the key's last one)
+    unwatch_on_complete = False
+
     def __init__(self, delay_ms: int):
         super().__init__(delay_ms)
         self._completed = False
         self._purgatory: Optional[Purgatory] = None
+        self._keys: Optional[list] = None      # its watch lists (unwatch_on_complete)
 
     @property
     def is_completed(self) -> bool:
@@ -81,7 +90,7 @@ class DelayedOperation(TimerTask):
         self.cancel()                       # the timeout can no longer fire
         purgatory = self._purgatory
         if purgatory is not None:
-            purgatory._note_completed()
+            purgatory._note_completed(self)
         self.on_complete()
         return True
 
@@ -155,6 +164,8 @@ class Purgatory:
                     watchers[key] = {op: None}
                 else:
                     ops[op] = None
+            if op.unwatch_on_complete:
+                op._keys = keys
             if op.recheck_after_watch and op.try_complete():
                 return True
         if not op.is_completed:
@@ -250,9 +261,20 @@ class Purgatory:
         if not ops:
             del self._watchers[key]
 
-    def _note_completed(self) -> None:
+    def _note_completed(self, op: DelayedOperation) -> None:
         self._pending -= 1
-        self._completed_in_lists += 1
+        keys = op._keys
+        if keys is None:
+            self._completed_in_lists += 1
+            return
+        op._keys = None
+        watchers = self._watchers
+        for key in keys:
+            ops = watchers.get(key)
+            if ops is not None:
+                ops.pop(op, None)
+                if not ops:
+                    del watchers[key]
 
     def __repr__(self) -> str:
         return f"Purgatory({self.name!r}, pending={self._pending}, keys={len(self._watchers)})"

@@ -219,6 +219,30 @@ def test_purge_removes_completed_ops_from_watch_lists():
     assert purgatory.purged_total == 10
 
 
+class ManyKeysOp(Op):
+    unwatch_on_complete = True
+
+
+def test_an_op_that_unwatches_on_complete_leaves_every_list_at_once():
+    """Completed by one key (or by its timeout), it leaves the lists of all its keys,
+    nothing is left for a purge, and the keys' other ops stay watched."""
+    clock = FakeClock(0)
+    timer = Timer(tick_ms=1, wheel_size=3, clock=clock)
+    purgatory = Purgatory("Fetch", timer, purge_interval=5)
+    ops = [ManyKeysOp(1000) for _ in range(3)]
+    for op in ops:
+        purgatory.try_complete_else_watch(op, ["a", "b", "c"])
+    stays = Op(5000)
+    purgatory.try_complete_else_watch(stays, ["b"])
+    ops[0].ready = True
+    assert purgatory.check_and_complete("a") == 1
+    assert [purgatory.watched(k) for k in "abc"] == [2, 3, 2]
+    tick(timer, clock, 1000)                       # the others expire
+    assert [op.events for op in ops[1:]] == [["complete", "expired"]] * 2
+    assert purgatory.watching("b") == [stays] and purgatory.watched() == 1
+    assert purgatory.purge_completed() == 0 and len(purgatory) == 1
+
+
 def test_no_keys_is_an_error(env):
     with pytest.raises(ValueError):
         env[2].try_complete_else_watch(Op(1), [])

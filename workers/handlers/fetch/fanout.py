@@ -250,8 +250,7 @@ class DelayedFanout(DelayedFetch):
     def on_complete(self) -> None:
         if self.future is not None and not self.future.done():
             self.future.set_result(self.changed)
-        # as DelayedFetch: a completed op waits on other keys' watch lists until they
-        # are checked or purged, and keeps nothing of its Fetch meanwhile
+        # as DelayedFetch: a completed op keeps nothing of its Fetch
         self.start_bytes, self.start_lso, self.counted = {}, {}, {}
         self.future = self.lookup = self.plan = self.results = self.changed = None
 
