@@ -445,6 +445,7 @@ class Router:
             return dict.fromkeys(keys, me)
         owners, count, live = self._owners_now(md), self.partition_requests, self._live
         out = {}
+        lives: dict[int, int] = {}      # each other owner's link looked at once per call
         for key in keys:
             w = owners.get(key)
             if w is None:
@@ -453,7 +454,12 @@ class Router:
                     out[key] = me
                     continue
             count[key] += 1
-            out[key] = w if w == me else live(w)
+            if w != me:
+                lw = lives.get(w)
+                if lw is None:
+                    lw = lives[w] = live(w)
+                w = lw
+            out[key] = w
         return out
 
     def _coordinator_key(self, topic: str, key: str | None) -> tuple[str, int] | None:
