@@ -74,9 +74,10 @@ class Dispatcher:
             # part is guarded, and so is the routing itself
             part = guarded(entry.handle)
             result = run_guarded(lambda b, c, r: router.route(c, r, part, entry.scope),
-                                 broker, ctx, request)
+                                 broker, ctx, request, guard_awaitable=False)
         else:
-            result = run_guarded(entry.handle, broker, ctx, request)
+            # an answer later is awaited in _finish, which answers its failure alike
+            result = run_guarded(entry.handle, broker, ctx, request, guard_awaitable=False)
         throttle_ms = quotas.on_request(broker, ctx, len(frame), time.perf_counter() - started)
         if throttle_ms and (result is None or quotas.client_throttles(api_key, version)):
             # muted now, not when the answer is ready (a Produce waits for its append):
@@ -103,7 +104,7 @@ class Dispatcher:
             body = await awaitable
         except (asyncio.CancelledError, ConnectionAbortedError):
             raise
-        except Exception as e:      # guarded already; a failure of the guard itself
+        except Exception as e:      # the handler's failure, as run_guarded answers it
             body = answer_failure(ctx, request, e)
         if body is None:
             return None

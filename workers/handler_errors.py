@@ -95,11 +95,13 @@ def answer_failure(ctx, request: dict | None, exc: BaseException) -> dict:
     return error_response(api_key, version, request, code, failure_message(exc, code))
 
 
-def run_guarded(handle, broker, ctx, request: dict):
+def run_guarded(handle, broker, ctx, request: dict, guard_awaitable: bool = True):
     """`handle(broker, ctx, request)` whose failures become the error response: a
     body dict, an awaitable of one, or None (no response owed). Only
     ConnectionAbortedError passes through (the connection is to be closed); so does
-    any failure of an acks=0 Produce, which owes no response (as a ConnectionAbortedError)."""
+    any failure of an acks=0 Produce, which owes no response (as a ConnectionAbortedError).
+    `guard_awaitable` False: an awaitable answer is returned unguarded, for a caller
+    that awaits it under the same rule itself (the dispatcher's `_finish`)."""
     try:
         result = handle(broker, ctx, request)
     except ConnectionAbortedError:
@@ -111,7 +113,7 @@ def run_guarded(handle, broker, ctx, request: dict):
                         exc_info=None if _expected(e) else e)
             raise ConnectionAbortedError(f"acks=0 produce failed: {e}") from e
         return answer_failure(ctx, request, e)
-    if later(result):
+    if guard_awaitable and later(result):
         return _guard_awaitable(result, ctx, request)
     return result
 
