@@ -100,6 +100,7 @@ class TlsConnection(Connection):
 
     # ----------------------------------------------------------------- reading
     RECV_DRAINS = False       # a short read may leave decrypted bytes in the SSLObject
+    DIRECT_SEND = False       # every send goes through the SSLObject (_send_iov)
 
     def _recv_into(self, view: memoryview, room: int) -> int:
         while True:

@@ -572,3 +572,46 @@ def test_a_short_read_waits_for_the_next_bytes_without_another_recv():
         b.close()
         await asyncio.wait_for(task, 5)
     run(test, uvloop.new_event_loop)  # the worker's loop (asyncio's may wake a reader twice)
+
+
+def test_an_answer_ready_at_once_leaves_from_the_reader_in_order():
+    """A response answered at once with nothing owed before it is sent by the reader
+    (the write loop is not used for it); behind an answer not ready yet it waits its
+    turn; a partial send leaves the rest to the write loop, in order."""
+    class Mixed:
+        def __init__(self):
+            self.held = None
+
+        def dispatch(self, ctx, frame, pos):
+            cid = ctx.correlation_id
+            if cid == 1:
+                self.held = asyncio.get_running_loop().create_future()
+                return self.held
+            body = struct.pack(">i", cid) + (b"x" * (1 << 22) if cid == 3 else b"")
+            return [struct.pack(">i", len(body)), body]
+
+    async def test(a, b):
+        disp = Mixed()
+        conn = Connection(a, disp, 1 << 20)
+        chunked = []
+        send_chunks = conn._send_chunks
+
+        async def spy(chunks):
+            chunked.append(len(chunks))
+            await send_chunks(chunks)
+        conn._send_chunks = spy
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0))
+        assert (await read_frame(b)) == struct.pack(">i", 0) and chunked == []   # direct
+        b.sendall(request(1) + request(2))
+        await until(lambda: len(conn.pending) == 2)      # 2 waits behind the held 1
+        disp.held.set_result([struct.pack(">ii", 4, 1)])
+        assert (await read_frame(b)) + (await read_frame(b)) == struct.pack(">ii", 1, 2)
+        assert len(chunked) == 2
+        b.sendall(request(3))                            # 4 MiB: more than the socket takes
+        body = await read_frame(b)
+        assert body[:4] == struct.pack(">i", 3) and len(body) == 4 + (1 << 22)
+        assert len(chunked) == 3                         # the rest went by the write loop
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
