@@ -145,8 +145,9 @@ class FetchPlan:
         if not changed:
             return results, 0, False
         again, at = [], []
+        indexes = {key[1] for key in changed}      # an int test first: no tuple per partition
         for i, (cp, _) in enumerate(results):
-            if (cp.topic, cp.partition) in changed:
+            if cp.partition in indexes and (cp.topic, cp.partition) in changed:
                 again.append(cp)
                 at.append(i)
         fresh, total, any_error = self.read_all(again)
