@@ -77,18 +77,16 @@ class DelayedFetch(DelayedOperation):
 
     `plan` is a FetchPlan (workers/handlers/fetch/plan.py): `broker`, `fctx.partitions`,
     `isolation_level`, `replica_id`, `min_bytes`, `max_wait_ms`, `read_all()`,
-    `response(results)`, `read_again(results, changed)`. `start` ({key: (bytes appended,
+    `response(results)`, `read_again(results)`. `start` ({key: (bytes appended,
     bytes committed, LSO)}) gives the counters a partition counts from when they are
     older than now (what was read before the op could park: what arrived since wakes it
     at once); `base` is what the read found already, towards `min_bytes`. A counter
     that went back (the partition was replaced) completes the op: it reads again.
 
-    `results`, the read the op parks after (taken with its counters, `start` None): on
-    completion only the partitions whose keys were checked meanwhile (`changed`) are
-    read again, the others answer what that read found (every change of a partition's
-    offsets, counters or presence checks its key), so a wake-up of a many-partition
-    long poll reads what changed, not every partition. Without it, or when a full
-    check completed the op, everything is read again."""
+    `results`, the read the op parks right after (its counters taken with it, `start`
+    None): on completion `plan.read_again(results)` keeps the answers of the
+    partitions whose state is still what that read found, instead of building them
+    again. Without it, everything is read again."""
 
     recheck_after_watch = False     # try_complete only reads, and reads nothing else
     unwatch_on_complete = True      # watched on every partition, woken by one
@@ -99,8 +97,6 @@ class DelayedFetch(DelayedOperation):
         self.plan = plan
         self.future = future
         self.results = results
-        # the keys checked since the read (None: read everything again)
-        self.changed = set() if results is not None else None
         # a partition absent or closed when the op was made: its first check completes it
         self.gone = False
         # (topic, index) -> what a partition counts from (a Partition here; the front
@@ -151,25 +147,20 @@ class DelayedFetch(DelayedOperation):
         for key, start in self.start_bytes.items():
             p = partition(*key)
             if p is None or p.closed:
-                return self._complete_all()
+                return self.force_complete()
             # as _count, inline: this loop runs over every partition at each park
             if committed and p.last_stable_offset <= start_lso[key]:
                 n = 0
             else:
                 n = getattr(p, counter) - start
                 if n < 0:
-                    return self._complete_all()
+                    return self.force_complete()
             counted[key] = n
             accumulated += n
             if accumulated >= min_bytes:
-                return self._complete_all()
+                return self.force_complete()
         self.accumulated = accumulated
         return False
-
-    def _complete_all(self) -> bool:
-        # a full check does not know which partitions changed since the read
-        self.changed = None
-        return self.force_complete()
 
     def try_complete_key(self, key) -> bool:
         """`try_complete` after a change of `key` only: the other partitions count
@@ -178,9 +169,6 @@ class DelayedFetch(DelayedOperation):
         partition, not every partition the fetch reads."""
         if key not in self.start_bytes:
             return self.try_complete()
-        changed = self.changed
-        if changed is not None:
-            changed.add(key)
         p = self.lookup(*key)
         if p is None or p.closed:
             return self.force_complete()
@@ -199,8 +187,8 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         plan = self.plan
         if self.future is not None and not self.future.done():
-            if self.results is not None and self.changed is not None:
-                results, _, _ = plan.read_again(self.results, self.changed)
+            if self.results is not None:
+                results, _, _ = plan.read_again(self.results)
             else:
                 results, _, _ = plan.read_all()
             self.future.set_result(plan.response(results))
@@ -209,7 +197,7 @@ class DelayedFetch(DelayedOperation):
         # partition alive, so that thousands of such objects do not reach the
         # collector's oldest generation (workers/gc_freeze.py).
         self.start_bytes, self.start_lso, self.counted = {}, {}, {}
-        self.results = self.changed = None
+        self.results = None
         plan.fctx = None
         self.future = None          # its answer is the waiter's now
 

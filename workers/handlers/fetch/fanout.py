@@ -15,12 +15,10 @@ Long polling happens on the front alone: when nothing read, asked or published h
 news, the Fetch parks in this worker's fetch purgatory watching every partition it
 reads (`DelayedFanout`), its own partitions as any DelayedFetch counts them and the
 other workers' through their published state (an owner's "state" message checks the
-keys it names). On completion or expiry the front reads again the partitions whose
-keys were checked meanwhile (the others answer what the first pass found): its own,
-the published state of the others, and asks the owners of those that have news. A
-caught-up long poll thus costs the front only, and a wake-up the partitions that
-changed and one answer from the owner whose partition changed (not one from each
-worker).
+keys it names). On completion or expiry the front reads again: its own partitions,
+the published state of the others, and asks the owners of the partitions that have
+news. A caught-up long poll thus costs the front only, and a wake-up one answer from
+the owner whose partition changed (not one from each worker).
 
 Followers (replica_id >= 0) are asked every time: their fetch offset is what moves the
 owner's high watermark. An owner that is gone has its part read here (this worker
@@ -85,13 +83,12 @@ class Fanout:
         self.start: dict[tuple, tuple] = {}
         self.found_bytes = 0
 
-    def _split(self, owners: dict, cps=None) -> None:
-        """This worker's partitions (`local`) and the others' by owner (`remote`), of
-        `cps` (default: every partition of the request)."""
+    def _split(self, owners: dict) -> None:
+        """This worker's partitions (`local`) and the others' by owner (`remote`)."""
         router, me = self.router, self.router.me
         self.local: list = []
         self.remote: dict[int, list] = {}
-        for cp in self.plan.fctx.partitions if cps is None else cps:
+        for cp in self.plan.fctx.partitions:
             w = owners.get((cp.topic, cp.partition))
             if w is None:
                 w = router.owner(cp.topic, cp.partition)
@@ -107,7 +104,7 @@ class Fanout:
             return self._answer_asked(found, self._ask(found, asks))
         if self.news or self.plan.max_wait_ms <= 0 or not self.plan.fctx.partitions:
             return self._assemble(found)
-        return self._park_then_answer(found)
+        return self._park_then_answer()
 
     def _pass(self, found: dict) -> dict[int, list]:
         """Read this worker's partitions and answer the others' quiet ones into
@@ -196,29 +193,18 @@ class Fanout:
     async def _answer_asked(self, found: dict, waiting: list):
         await self._collect(found, waiting)
         if not self.news and self.plan.max_wait_ms > 0:
-            return await self._park_then_answer(found)
+            return await self._park_then_answer()
         return self._assemble(found)
 
-    async def _park_then_answer(self, found: dict):
-        """Park until something the Fetch reads changed, then read again: only the
-        partitions whose keys were checked meanwhile (each change of a partition, here
-        or published by its owner, checks its key), the others answering what the
-        first pass found; everything when the first pass found records already or a
-        full check completed the park."""
+    async def _park_then_answer(self):
         self.remote_keys = {(cp.topic, cp.partition) for cps in self.remote.values()
                             for cp in cps}
         future = asyncio.get_running_loop().create_future()
-        op = DelayedFanout(self.plan, future, self._lookup, self.start, self.found_bytes,
-                           results=found)
+        op = DelayedFanout(self.plan, future, self._lookup, self.start, self.found_bytes)
         self.broker.fetch_purgatory.try_complete_else_watch(op, list(op.start_bytes))
-        changed = await future
-        if changed is None or self.found_bytes:
-            again, found = None, {}
-        else:
-            again = [cp for cp in self.plan.fctx.partitions
-                     if (cp.topic, cp.partition) in changed]
-            found = {key: data for key, data in found.items() if key not in changed}
-        self._split({}, again)      # owners may have changed meanwhile
+        await future
+        self._split({})         # owners may have changed meanwhile
+        found: dict[tuple, dict] = {}
         asks = self._pass(found)
         if asks:
             await self._collect(found, self._ask(found, asks))
@@ -244,15 +230,14 @@ class Fanout:
 class DelayedFanout(DelayedFetch):
     """The front's long poll of a Fetch across workers: counts like DelayedFetch, with
     the other workers' partitions through their published state (`lookup`); completion
-    or expiry resolves `future` to the keys checked meanwhile, or None when a full check
-    completed it (the front then reads again)."""
+    or expiry resolves `future` (the front then reads again)."""
 
     def on_complete(self) -> None:
         if self.future is not None and not self.future.done():
-            self.future.set_result(self.changed)
+            self.future.set_result(None)
         # as DelayedFetch: a completed op keeps nothing of its Fetch
         self.start_bytes, self.start_lso, self.counted = {}, {}, {}
-        self.future = self.lookup = self.plan = self.results = self.changed = None
+        self.future = self.lookup = self.plan = None
 
 
 def collect(broker, body: dict, version: int, found: dict, conn=None) -> list:

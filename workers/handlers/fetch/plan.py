@@ -136,20 +136,31 @@ class FetchPlan:
             out.append((cp, data))
         return out, total, any_error
 
-    def read_again(self, results: list, changed) -> tuple[list, int, bool]:
-        """`read_all` after a long poll, given its first read (`results`, which found
-        no records and no error) and the keys checked since (`changed`): those are read
-        again, the others answer what the first read found. The same answer as
-        `read_all`: an unchanged partition has the same offsets, and it adds no bytes,
-        so the budget and the first partition with data are the same."""
-        if not changed:
-            return results, 0, False
+    def read_again(self, results: list) -> tuple[list, int, bool]:
+        """`read_all` after a long poll, given its first read (`results`: every
+        partition caught up, no records, no error): a partition whose offsets and
+        leader epoch are still what that read answered keeps its answer (the answer a
+        read now would give, built again), the others are read again. Only the state
+        now is trusted, not which partitions were checked meanwhile: several may change
+        before the first of their checks completes the Fetch."""
+        if self.replica_id >= 0 or self.version < convert.ZSTD_MIN_FETCH_VERSION:
+            return self.read_all()      # followers' reads move state; old versions read all
+        partition = self.broker.partition
         again, at = [], []
-        indexes = {key[1] for key in changed}      # an int test first: no tuple per partition
-        for i, (cp, _) in enumerate(results):
-            if cp.partition in indexes and (cp.topic, cp.partition) in changed:
-                again.append(cp)
-                at.append(i)
+        for i, (cp, data) in enumerate(results):
+            p = partition(cp.topic, cp.partition)
+            if p is not None:
+                lg = p.log
+                epoch = cp.current_leader_epoch
+                if (lg.high_watermark == data["high_watermark"]
+                        and lg.last_stable_offset == data["last_stable_offset"]
+                        and lg.log_start_offset == data["log_start_offset"]
+                        and (epoch < 0 or epoch == p.leader_epoch)):
+                    continue
+            again.append(cp)
+            at.append(i)
+        if not again:
+            return results, 0, False
         fresh, total, any_error = self.read_all(again)
         out = list(results)
         for i, r in zip(at, fresh):
@@ -276,8 +287,8 @@ def park(plan: FetchPlan, results: list, total: int) -> tuple[asyncio.Future, De
     after its read `results` of `total` bytes (no await between them): the future
     resolves to `plan.response(...)` of a read once `min_bytes` arrived, a watched
     partition went away, or `max_wait_ms` expired (workers/delayed.py); that read reads
-    again only the partitions that changed, unless the first found records already
-    (min_bytes over 1): then it reads them all."""
+    again only the partitions whose state changed, unless the first found records
+    already (min_bytes over 1): then it reads them all."""
     future = asyncio.get_running_loop().create_future()
     op = DelayedFetch(plan, future, results=None if total else results)
     # its counters were taken just now, after the read: nothing can have arrived
