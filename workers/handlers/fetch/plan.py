@@ -50,11 +50,18 @@ def requested_partitions(broker, req, version) -> tuple[list[CachedPartition], l
             topic = broker.metadata.topics.get(name)
             topic_id = topic.topic_id if topic else ZERO_UUID
         for p in t["partitions"]:
-            get = p.get
-            requested.append(CachedPartition(     # positional: the cheapest call, per partition
-                name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
-                get("log_start_offset", -1), get("current_leader_epoch", -1), -1, -1, -1,
-                get("last_fetched_epoch", -1)))
+            try:        # a decoded v12+ partition has every field: no get() calls
+                cp = CachedPartition(     # positional: the cheapest call, per partition
+                    name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+                    p["log_start_offset"], p["current_leader_epoch"], -1, -1, -1,
+                    p["last_fetched_epoch"])
+            except KeyError:            # older versions: the fields they lack, defaulted
+                get = p.get
+                cp = CachedPartition(
+                    name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+                    get("log_start_offset", -1), get("current_leader_epoch", -1), -1, -1, -1,
+                    get("last_fetched_epoch", -1))
+            requested.append(cp)
     forgotten = []
     for t in req.get("forgotten_topics_data") or ():
         name = broker.topic_name_for_id(t["topic_id"]) if version >= 13 else t["topic"]
