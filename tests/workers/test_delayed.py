@@ -221,3 +221,19 @@ def test_delayed_fetch_counts_from_a_given_start_and_what_was_found():
         p.bytes_committed = 0
         assert replaced.try_complete_key(("t", 0))
     asyncio.run(run())
+
+
+def test_a_partition_gone_when_the_fetch_parks_completes_it_at_the_first_check():
+    """Absent or closed already when the op is made: `gone`, so the park checks it
+    (workers/handlers/fetch/plan.py `park`) and it completes at once."""
+    async def run():
+        loop = asyncio.get_running_loop()
+        p, closed = FakePartition(index=0), FakePartition(index=1, closed=True)
+        for plan in (FakePlan(fake_broker(p), [p, FakePartition(index=2)]),
+                     FakePlan(fake_broker(p, closed), [p, closed]),
+                     FakePlan(fake_broker(p, closed), [p, closed], isolation_level=1)):
+            op = DelayedFetch(plan, loop.create_future())
+            assert op.gone and op.try_complete() and op.is_completed
+        op = DelayedFetch(FakePlan(fake_broker(p), [p]), loop.create_future())
+        assert not op.gone and not op.try_complete()
+    asyncio.run(run())
