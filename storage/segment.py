@@ -368,12 +368,8 @@ class LogSegment:
                     else self._rolling_ts
             self._pwrite(records, position)
             self.size = position + n
-            self._tail = None
-            if n >= HEADER_SIZE:
-                base, length = _HDR.unpack_from(records, 0)
-                if length + LOG_OVERHEAD == n:
-                    self._tail = BatchPosition(position, base,
-                                               base + _LOD.unpack_from(records, 23)[0], n)
+            tail = self.batch_at(position)
+            self._tail = tail if tail is not None and tail.size == n else None
             if largest_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = largest_timestamp
                 self.offset_of_max_timestamp = offset_of_max_timestamp
