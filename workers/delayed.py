@@ -118,17 +118,6 @@ class DelayedFetch(DelayedOperation):
         partition = self.lookup
         start_bytes, start_lso, counter = self.start_bytes, self.start_lso, self.counter
         which = 0 if plan.replica_id >= 0 else 1
-        if not start and not self.committed:
-            # the common park (a consumer's, right after its read): its own loop
-            for cp in plan.fctx.partitions:
-                key = (cp.topic, cp.partition)
-                p = partition(*key)
-                if p is None or p.closed:
-                    self.gone = True
-                    start_bytes[key] = getattr(p, counter) if p else 0
-                else:
-                    start_bytes[key] = getattr(p, counter)
-            return
         for cp in plan.fctx.partitions:
             key = (cp.topic, cp.partition)
             snap = start.get(key) if start else None
