@@ -145,8 +145,7 @@ class Purgatory:
         start its timeout (False). ``check=False``: the caller knows that ``op``
         cannot complete yet (it took what it counts from just now), so the first
         ``try_complete`` is skipped."""
-        if not isinstance(keys, list):
-            keys = list(keys)
+        keys = list(keys)       # kept by an unwatch_on_complete op: its own copy
         if not keys:
             raise ValueError("try_complete_else_watch needs at least one key")
         if check and op.try_complete():
@@ -268,13 +267,8 @@ class Purgatory:
             self._completed_in_lists += 1
             return
         op._keys = None
-        watchers = self._watchers
         for key in keys:
-            ops = watchers.get(key)
-            if ops is not None:
-                ops.pop(op, None)
-                if not ops:
-                    del watchers[key]
+            self._unwatch(key, op)
 
     def __repr__(self) -> str:
         return f"Purgatory({self.name!r}, pending={self._pending}, keys={len(self._watchers)})"
