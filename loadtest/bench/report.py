@@ -125,6 +125,11 @@ def scaling_efficiency(scaling: list[dict]) -> list[dict]:
             e[f"{short}_efficiency"] = v / (per_worker * r["num_workers"])
             if prev is not None and prev.get(key) is not None and r["num_workers"] > prev["num_workers"]:
                 e[f"{short}_marginal"] = (v - prev[key]) / (per_worker * (r["num_workers"] - prev["num_workers"]))
+        # CPU per MB produced, the base row's over this row's: the figure that scales when
+        # the machine (clients and broker on the same cores), not the broker, bounds MB/s
+        if base.get("broker_cores") and r.get("broker_cores"):
+            e["cpu_efficiency"] = (base["broker_cores"] / base["produce_mb_s"]) / (
+                r["broker_cores"] / r["produce_mb_s"])
         out.append(e)
         prev = r
     return out
@@ -227,22 +232,25 @@ def markdown(run: dict) -> str:
         lines += ["Per-worker scaling (mpbroker, `--override num.workers=N`, workload "
                   f"`{run['scaling_workload']}`):", ""]
         lines += _table(["num.workers", "broker processes (whole tree)", "produce MB/s", "consume (catch-up) MB/s",
-                         "broker CPU cores", "busiest broker process (cores)", "client CPU cores", "machine busy",
-                         "notes"],
+                         "broker CPU cores", "busiest broker process (cores)", "each broker process (cores)",
+                         "client CPU cores", "machine busy", "notes"],
                         [[str(r["num_workers"]), str(r["broker_processes"]), fmt(r.get("produce_mb_s")),
                           fmt(r.get("consume_mb_s")), fmt(r.get("broker_cores"), "{:.2f}"),
                           fmt(r.get("broker_busiest_process_cores"), "{:.2f}"),
+                          " ".join(f"{c:.2f}" for c in r.get("broker_process_cores") or []) or "-",
                           fmt(r.get("client_cores"), "{:.2f}"), fmt(r.get("machine_busy"), "{:.0%}"),
                           "; ".join(r.get("notes", []))] for r in run["scaling"]]) + [""]
         eff = scaling_efficiency(run["scaling"])
         if len(eff) > 1:
             lines += [f"Scaling efficiency over num.workers={eff[0]['num_workers']} (1.00 = linear; marginal: what "
-                      "the workers added since the row before brought, per worker of the first row):", ""]
+                      "the workers added since the row before brought, per worker of the first row; CPU: the "
+                      "broker's CPU per MB produced in the first row over this row's):", ""]
             lines += _table(["num.workers", "produce speed-up", "produce efficiency", "produce marginal",
-                             "consume speed-up", "consume efficiency", "consume marginal"],
+                             "consume speed-up", "consume efficiency", "consume marginal", "CPU efficiency"],
                             [[str(e["num_workers"])] + [fmt(e.get(f"{d}_{k}"), "{:.2f}")
                                                         for d in ("produce", "consume")
                                                         for k in ("speedup", "efficiency", "marginal")]
+                             + [fmt(e.get("cpu_efficiency"), "{:.2f}")]
                              for e in eff]) + [""]
     notes = [f"* {n}" for n in run.get("notes", [])]
     if notes:

@@ -153,10 +153,13 @@ class CpuSample:
             busy[self.machine._fields.index("iowait")] if "iowait" in self.machine._fields else 0.0)
         # the busiest process of the broker's tree (a worker, usually a front): one at a
         # whole core bounds the broker however many workers idle beside it
-        busiest = max((cpu - earlier.per_pid[pid] for pid, cpu in self.per_pid.items()
-                       if pid in earlier.per_pid), default=float("nan"))
+        each = sorted(((cpu - earlier.per_pid[pid]) / wall for pid, cpu in self.per_pid.items()
+                       if pid in earlier.per_pid), reverse=True)
         return {"broker_cores": (self.broker - earlier.broker) / wall,
-                "broker_busiest_process_cores": busiest / wall,
+                "broker_busiest_process_cores": each[0] if each else float("nan"),
+                # every process of the tree, busiest first: an uneven spread of the fronts'
+                # connections shows here as a few busy workers beside idle ones
+                "broker_process_cores": [round(c, 3) for c in each],
                 "machine_busy": 1.0 - idle / total if total > 0 else float("nan")}
 
 
@@ -313,6 +316,7 @@ def _live(bootstrap, broker_pid, topic, wl: Workload, setup: Setup, total_rate) 
         "hit_max_records": any(r["hit_max_records"] for r in prods),
         "broker_cores": cpu["broker_cores"], "machine_busy": cpu["machine_busy"],
         "broker_busiest_process_cores": cpu.get("broker_busiest_process_cores"),
+        "broker_process_cores": cpu.get("broker_process_cores"),
         "client_cores": client_cores,
         # CPU the machine spent on anything else (other jobs on a shared machine): background load
         "other_cores": max(0.0, cpu["machine_busy"] * _cpus() - cpu["broker_cores"] - client_cores),

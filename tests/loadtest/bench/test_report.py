@@ -196,6 +196,20 @@ def test_scaling_efficiency_is_speedup_per_worker_over_the_smallest_row():
     assert [e["num_workers"] for e in eff] == [2, 4, 16] and eff[1]["produce_efficiency"] == 300 / (95 * 4)
 
 
+def test_cpu_efficiency_compares_cpu_per_mb_produced_and_each_process_is_listed():
+    rows = [dict(r, broker_cores=c) for r, c in zip(scaling_rows(), (1.0, 2.0, 4.0, 8.0))]
+    rows[2]["broker_process_cores"] = [1.5, 1.0, 0.9, 0.6, 0.0, 0.0]
+    eff = {e["num_workers"]: e for e in report.scaling_efficiency(rows)}
+    assert eff[1]["cpu_efficiency"] == 1.0
+    assert eff[2]["cpu_efficiency"] == (1.0 / 100) / (2.0 / 190)      # 0.95
+    assert eff[4]["cpu_efficiency"] == 0.75
+    run = run_of(alternating_rounds())
+    run["scaling"] = rows
+    md = report.markdown(run)
+    assert "| 4 | 3.00 | 0.75 | 0.55 | 3.60 | 0.90 | 0.80 | 0.75 |" in md
+    assert "1.50 1.00 0.90 0.60 0.00 0.00" in md
+
+
 def test_scaling_goal_counts_rows_up_to_eight_workers():
     g = report.scaling_goal(scaling_rows())
     assert g["met"] is False and "produce 0.75, consume 0.90" in g["figure"] and "16" not in g["figure"]
@@ -209,7 +223,7 @@ def test_markdown_shows_the_scaling_efficiency_and_its_goal():
     run["scaling"] = scaling_rows()
     md = report.markdown(run)
     assert "Scaling efficiency over num.workers=1" in md
-    assert "| 4 | 3.00 | 0.75 | 0.55 | 3.60 | 0.90 | 0.80 |" in md
+    assert "| 4 | 3.00 | 0.75 | 0.55 | 3.60 | 0.90 | 0.80 | - |" in md
     assert "per-worker scaling efficiency at least 0.8 up to 8 workers" in md
 
 

@@ -38,6 +38,9 @@ def test_cpu_sample_names_the_busiest_process_of_the_tree():
         got = runner.CpuSample(os.getpid()).since(first)
         assert got["broker_busiest_process_cores"] > 0.5
         assert got["broker_cores"] >= got["broker_busiest_process_cores"]
+        each = got["broker_process_cores"]        # every process of the tree, busiest first
+        assert len(each) >= 2 and each == sorted(each, reverse=True)
+        assert each[0] == round(got["broker_busiest_process_cores"], 3)
         none = runner.CpuSample(None).since(runner.CpuSample(None))
         assert none["broker_busiest_process_cores"] != none["broker_busiest_process_cores"]   # nan
     finally:
