@@ -215,7 +215,8 @@ def scaling_run(args, wl: Workload, setup: Setup, mp_overrides: dict) -> list[di
                 rows.append(row)
             res = {k: runner.median_of(rows, k)
                    for k in ("produce_mb_s", "consume_mb_s", "broker_cores", "broker_busiest_process_cores",
-                             "client_cores", "machine_busy", "broker_us_per_mb")}
+                             "client_cores", "machine_busy")}
+            # each process's cores: the last round's (a list has no median)
             res.update(num_workers=n, broker_processes=procs, notes=sorted({n for r in rows for n in r["notes"]}),
                        broker_process_cores=rows[-1].get("broker_process_cores"))
         except Exception as e:  # noqa: BLE001

@@ -232,7 +232,7 @@ def markdown(run: dict) -> str:
         lines += ["Per-worker scaling (mpbroker, `--override num.workers=N`, workload "
                   f"`{run['scaling_workload']}`):", ""]
         lines += _table(["num.workers", "broker processes (whole tree)", "produce MB/s", "consume (catch-up) MB/s",
-                         "broker CPU cores", "busiest broker process (cores)", "each broker process (cores)",
+                         "broker CPU cores", "busiest broker process (cores)", "each broker process (cores, last round)",
                          "client CPU cores", "machine busy", "notes"],
                         [[str(r["num_workers"]), str(r["broker_processes"]), fmt(r.get("produce_mb_s")),
                           fmt(r.get("consume_mb_s")), fmt(r.get("broker_cores"), "{:.2f}"),
