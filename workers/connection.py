@@ -142,6 +142,8 @@ class _RawToken:
 
 
 class Connection:
+    partial = 0         # bytes of our incomplete frame, counted in the pool's `partial`
+
     def __init__(self, sock: socket.socket, dispatcher, max_request_bytes: int,
                  on_close: Callable[["Connection"], None] | None = None,
                  pool: MemoryPool | None = None, read_buffer: ReadBuffer | None = None,
@@ -259,6 +261,8 @@ class Connection:
                 continue
             room = pool.room(len(rb.buf))
             if not room:
+                room = self._finisher_room(pool, len(rb.buf))
+            if not room:
                 self._stop_reading()
                 self.muted = True             # KIP-72: no reads until memory is released
                 try:
@@ -280,10 +284,13 @@ class Connection:
             self.bytes_in += n
             self.last_active = self.clock()
             self.read_at = time.perf_counter()      # the request queue time starts (metrics)
-            for frame in self.frames.feed(rb.view[:n]):
+            frames = self.frames
+            for frame in frames.feed(rb.view[:n]):
                 size = len(frame) + 4
                 if not self._start_request(frame, size):
+                    self._partial_to(frames.buffered)
                     return
+            self._partial_to(frames.buffered)
             # what feed kept of an incomplete frame stays charged to the connection
             if n < room and self.RECV_DRAINS and not self.closed:
                 # A short read emptied the socket: wait for the next bytes instead of
@@ -331,6 +338,29 @@ class Connection:
         except OSError:
             return False          # not TCP (a socket pair in tests)
         return state != TCP_ESTABLISHED
+
+    def _finisher_room(self, pool, want: int) -> int:
+        """Room to read the rest of our incomplete frame over the pool's capacity, when
+        the pool holds incomplete frames only and no other connection does so already
+        (memory_pool.py); else 0 (muted)."""
+        missing = self.frames.missing
+        if not missing or not pool.stalled() or pool.finisher not in (None, self):
+            return 0
+        if pool.finisher is None:
+            pool.finisher = self
+            log.info("request pool full of incomplete requests: %s reads the rest of its "
+                     "request (%d bytes) over queued.max.request.bytes", self.client_host,
+                     missing)
+        return min(missing, want)
+
+    def _partial_to(self, now: int) -> None:
+        """Our incomplete frame now holds `now` bytes: the pool's count follows, and a
+        finisher whose frame is complete (or closed) is one no longer."""
+        pool = self.pool
+        pool.partial += now - self.partial
+        self.partial = now
+        if now == 0 and pool.finisher is self:
+            pool.finisher = None
 
     def _release(self, n: int) -> None:
         n = min(n, self.charged)
@@ -631,6 +661,7 @@ class Connection:
     def _close(self) -> None:
         self._stop_reading()
         self._release(self.charged)       # incomplete frame and unanswered requests
+        self._partial_to(0)
         if self._files_timer is not None:
             self._files_timer.cancel()
             self._files_timer = None

@@ -10,8 +10,15 @@ a flood of large headers cannot exhaust it either; bytes are charged as they arr
 Contract (one event loop, no threads): `room()` is how many bytes a connection may read
 now (it reads at most that much, then `take`s what it read); 0 means exhausted: the
 connection waits (`wait`, muted) until `release` brings the pool under its capacity.
-Reads are synchronous after a readiness wait, so the pool never holds more than its
-capacity. A capacity <= 0 is unbounded (Kafka's default, -1).
+Reads are synchronous after a readiness wait. A capacity <= 0 is unbounded (Kafka's
+default, -1).
+
+Charging bytes as they arrive can leave the pool full of incomplete frames only
+(`partial`, kept by the connections): no request is held, so no answer will release
+anything, and every connection waits for the others (`stalled`). Then one connection,
+the `finisher`, reads the rest of its frame over the capacity, as Kafka's non-strict
+pool hands a request its whole size whenever any memory is left; so the pool holds at
+most its capacity plus one frame.
 """
 from __future__ import annotations
 
@@ -19,11 +26,13 @@ import asyncio
 
 
 class MemoryPool:
-    __slots__ = ("capacity", "used", "_waiters", "muted_total")
+    __slots__ = ("capacity", "used", "_waiters", "muted_total", "partial", "finisher")
 
     def __init__(self, capacity: int = -1):
         self.capacity = capacity
         self.used = 0
+        self.partial = 0              # of `used`: bytes of incomplete frames
+        self.finisher = None          # the connection reading its frame over the capacity
         self._waiters: list[asyncio.Future] = []
         self.muted_total = 0          # times a connection was muted (for tests and logs)
 
@@ -36,6 +45,10 @@ class MemoryPool:
         if not self.bounded:
             return want
         return max(0, min(want, self.capacity - self.used))
+
+    def stalled(self) -> bool:
+        """Exhausted by incomplete frames alone: no answer will bring room."""
+        return self.bounded and self.used >= self.capacity and self.partial >= self.used
 
     def take(self, n: int) -> None:
         self.used += n

@@ -206,6 +206,19 @@ class FrameReader:
         """Bytes held for an incomplete frame (that arrived; the buffer may be larger)."""
         return len(self._buf) + (self._big_got + 4 if self._big is not None else 0)
 
+    @property
+    def missing(self) -> int:
+        """Bytes still to arrive to complete the frame in progress (0: none is; while
+        its size prefix is incomplete, the rest of the prefix)."""
+        if self._big is not None:
+            return self._big_size - self._big_got
+        n = len(self._buf)
+        if n == 0:
+            return 0
+        if n < 4:
+            return 4 - n
+        return 4 + _i.unpack_from(self._buf, 0)[0] - n
+
     def _split(self, src) -> tuple[list[tuple[int, int]], int]:
         spans = []
         pos = 0

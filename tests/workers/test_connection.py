@@ -83,6 +83,61 @@ def test_exhausted_pool_mutes_reads_until_requests_are_answered():
     run(test)
 
 
+def test_a_pool_full_of_incomplete_frames_lets_one_finish_over_its_capacity():
+    """Two connections each hold part of a request and together fill the pool: no
+    answer can release anything, so one reads the rest of its request over the
+    capacity (Kafka's non-strict pool); once answered, the other proceeds."""
+    async def test(a, b):
+        c, d = socket.socketpair()
+        c.setblocking(False)
+        pool = MemoryPool(1500)
+        disp = HoldingDispatcher()
+        one = Connection(a, disp, 1 << 20, pool=pool, read_buffer=ReadBuffer(4096))
+        two = Connection(c, disp, 1 << 20, pool=pool, read_buffer=ReadBuffer(4096))
+        tasks = [asyncio.ensure_future(x.serve()) for x in (one, two)]
+        r1, r2 = request(1), request(2)
+        b.sendall(r1[:800])
+        await until(lambda: one.charged == 800)
+        d.sendall(r2[:800])
+        # two read 700 and filled the pool with incomplete frames: it goes on, alone,
+        # over the capacity (the 100 bytes it has); one is muted
+        await until(lambda: pool.finisher is two and two.charged == 800)
+        assert pool.used == 1600 and pool.partial == 1600 and pool.stalled()
+        b.sendall(r1[800:])
+        d.sendall(r2[800:])
+        await until(lambda: len(disp.futures) == 1)        # two's request, whole
+        assert two.charged == len(r2) and pool.finisher is None
+        assert not pool.stalled()                          # a request holds memory now
+        await until(lambda: one.muted)                     # so one waits for its answer
+        disp.futures[0].set_result([b"answer"])
+        await until(lambda: len(disp.futures) == 2)
+        disp.futures[1].set_result([b"answer"])
+        await until(lambda: pool.used == 0 and pool.partial == 0)
+        b.close()
+        d.close()
+        await asyncio.wait_for(asyncio.gather(*tasks), 5)
+        assert pool.used == 0 and pool.partial == 0 and pool.finisher is None
+    run(test)
+
+
+def test_a_request_larger_than_the_pool_is_read_whole():
+    """queued.max.request.bytes below one request: the request is read all the same (no
+    other frame holds memory), as Kafka's pool lets a request take more than is left."""
+    async def test(a, b):
+        pool = MemoryPool(10)
+        disp = HoldingDispatcher()
+        conn = Connection(a, disp, 1 << 20, pool=pool, read_buffer=ReadBuffer(4096))
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(1))
+        await until(lambda: len(disp.futures) == 1)
+        assert pool.used == FRAME + 4 and pool.partial == 0 and pool.finisher is None
+        disp.futures[0].set_result([b"answer"])
+        await until(lambda: pool.used == 0)
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test)
+
+
 def test_close_returns_the_charge_of_a_partial_frame_and_pending_requests():
     async def test(a, b):
         pool = MemoryPool(-1)
@@ -102,14 +157,18 @@ def test_close_returns_the_charge_of_a_partial_frame_and_pending_requests():
 def test_abort_wakes_a_muted_reader_and_last_active_follows_traffic():
     async def test(a, b):
         now = [100.0]
-        pool = MemoryPool(10)
-        conn = Connection(a, HoldingDispatcher(), 1 << 20, pool=pool, clock=lambda: now[0])
+        # an unanswered request holds most of the pool: the next frame's first 10 bytes
+        # fill it, and the reader waits for that answer, muted
+        pool = MemoryPool(len(request(1)) + 10)
+        disp = HoldingDispatcher()
+        conn = Connection(a, disp, 1 << 20, pool=pool, clock=lambda: now[0])
         task = asyncio.ensure_future(conn.serve())
         now[0] = 150.0
-        b.sendall(b"\0\0\0\x40" + b"z" * 20)
+        b.sendall(request(1) + b"\0\0\0\x40" + b"z" * 20)
         await until(lambda: conn.muted)
-        assert conn.last_active == 150.0 and pool.used == 10
+        assert conn.last_active == 150.0 and pool.used == pool.capacity
         conn.abort()
+        disp.futures[0].set_result([b"late"])     # in flight: answered, then closed
         await asyncio.wait_for(task, 5)
         assert pool.used == 0
     run(test)

@@ -172,3 +172,20 @@ def test_frame_reader_memory_follows_arrived_bytes_not_declared_size():
     assert frames == [] and len(capped._big) == 100000     # doubling capped at the size
     frames = capped.feed(b"c" + i(1) + b"d")
     assert [bytes(f) for f in frames] == [b"a" * 70000 + b"b" * 29999 + b"c", b"d"]
+
+
+def test_missing_is_what_completes_the_frame_in_progress():
+    r = framing.FrameReader()
+    assert r.missing == 0
+    r.feed(b"\0\0")
+    assert r.missing == 2                       # the rest of the size prefix
+    r.feed(b"\0\x0a" + b"x" * 3)
+    assert r.missing == 7
+    assert r.feed(b"x" * 7 + b"\0\0\0\x02y") == [memoryview(b"x" * 10)]
+    assert r.missing == 1
+    big = framing.FrameReader.BIG_FRAME + 100   # filled in a bytearray of its own
+    r = framing.FrameReader()
+    r.feed(i(big) + b"z" * 1000)
+    assert r.missing == big - 1000
+    r.feed(b"z" * (big - 1000))
+    assert r.missing == 0
