@@ -343,6 +343,9 @@ class Router:
         self._owners_md = None      # the metadata and placement table `_owners` is of
         self._owners_of = None
         self._owners: dict[tuple[str, int], int] = {}
+        # bumped whenever a peer's link opens or closes: with the metadata and placement
+        # objects, what says that `owner` answers as before (workers/handlers/fetch/fanout.py)
+        self.links_changed = 0
         self.routes = {"partition": self._route_partitions, "group": self._route_group,
                        "txn": self._route_txn, "cluster": self._broadcast}
 
@@ -372,11 +375,13 @@ class Router:
         link = PeerLink(sock, lambda m: self.on_message(wid, m), self._closed)
         link.worker = wid
         self.peers[wid] = link
+        self.links_changed += 1
         if self.loop is not None:
             link.attach(self.loop)
 
     def _closed(self, link) -> None:
         wid = link.worker
+        self.links_changed += 1
         if self.peers.get(wid) is link:
             del self.peers[wid]
         for rid, (fut, peer) in list(self.pending.items()):

@@ -77,6 +77,7 @@ def test_an_acks0_part_to_a_dead_owner_is_not_lost_in_the_batch():
         a, b = socket.socketpair()
         a.settimeout(5)                 # batched, the frame would not have left yet
         router.add_peer(1, b)
+        assert router.links_changed == 1        # a link opened (fetch fan-outs split again)
         router.start(loop)
         class Conn:
             client_host = "c"

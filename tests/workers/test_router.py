@@ -486,8 +486,10 @@ def test_an_owner_publishes_the_state_of_what_a_front_asked_for(tmp_path):
         assert checked == [(TOPIC, 5)] and r.states.get((TOPIC, 5)).owner == 2
         r.on_message(2, {"op": "state", "parts": [(TOPIC, 5, (7,) + published[1:])]})
         assert r.states.get((TOPIC, 5)).high_watermark == 7 and len(checked) == 2
+        links = r.links_changed
         r._closed(r.peers.setdefault(2, types.SimpleNamespace(worker=2)))
         assert r.states.get((TOPIC, 5)) is None and checked == [(TOPIC, 5)] * 3
+        assert r.links_changed == links + 1     # a fan-out's park splits again after this
         broker.close()
     asyncio.run(run())
 

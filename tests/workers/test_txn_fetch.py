@@ -41,6 +41,7 @@ class MiniBroker:
         topic = types.SimpleNamespace(topic_id=b"\x01" * 16, partitions={i: None for i in
                                                                           range(partitions)})
         self.metadata = types.SimpleNamespace(topics={TOPIC: topic})
+        self.placement = None       # the placement table (a router's fan-out compares it)
         # the table's defaults, as a BrokerConfig with no props answers
         self.config = {**{k: c.default for k, c in BROKER_CONFIGS.items()}, "request.timeout.ms": 1000}
         self.groups = None

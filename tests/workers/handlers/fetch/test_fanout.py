@@ -24,8 +24,11 @@ class FakeRouter:
         self.forwarded = []          # (worker, sub-request, future, subscribed keys)
         self.counted = []
         self.states = RemoteStates()
+        self.links_changed = 0       # as Router's: bumped when a peer's link opens or closes
+        self.owner_calls = 0
 
     def owner(self, topic, partition):
+        self.owner_calls += 1
         return partition
 
     def count(self, keys):
@@ -340,3 +343,38 @@ def test_an_incremental_fetch_that_forgets_every_partition_is_answered_at_once(b
     resp = asyncio.run(run())
     assert resp["error_code"] == 0 and resp["responses"] == []
     assert len(broker.fetch_purgatory) == 0
+
+
+def test_a_woken_park_keeps_its_split_while_the_owners_cannot_have_changed(broker):
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run():
+        answer = await _parked(router, broker, 5000)
+        calls = router.owner_calls
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())   # local news
+        resp = await answer
+        assert router.owner_calls == calls        # no partition's owner looked up again
+        return resp
+    resp = asyncio.run(run())
+    assert resp["responses"][0]["partitions"][0]["records"]
+
+
+def test_a_woken_park_splits_again_when_a_link_opened_or_closed(broker):
+    """Partition 1 becomes ours during the park (its owner's link went): after the
+    wake it is read here, with the records appended meanwhile, not answered from
+    worker 1's old published state."""
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run():
+        answer = await _parked(router, broker, 5000)
+        router.owner = lambda topic, partition: 0
+        router.links_changed += 1
+        produce(broker, 1, BatchBuilder().append(b"k", b"moved").build())
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())   # wakes it
+        return await answer
+    resp = asyncio.run(run())
+    assert not router.forwarded
+    parts = resp["responses"][0]["partitions"]
+    assert parts[0]["records"] and parts[1]["records"]
