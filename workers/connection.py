@@ -346,11 +346,17 @@ class Connection:
         missing = self.frames.missing
         if not missing or not pool.stalled() or pool.finisher not in (None, self):
             return 0
+        sasl = self.sasl
+        if (sasl is not None and sasl.state != sasl_states.COMPLETE
+                and self.frames.buffered + missing - 4 > sasl.max_receive_size):
+            # not authenticated: no frame over sasl.server.max.receive.size is read past
+            # the pool (once read, _start_request would refuse it)
+            return 0
         if pool.finisher is None:
             pool.finisher = self
-            log.info("request pool full of incomplete requests: %s reads the rest of its "
-                     "request (%d bytes) over queued.max.request.bytes", self.client_host,
-                     missing)
+            log.debug("request pool full of incomplete requests: %s reads the rest of its "
+                      "frame (%d bytes) over queued.max.request.bytes", self.client_host,
+                      missing)
         return min(missing, want)
 
     def _partial_to(self, now: int) -> None:

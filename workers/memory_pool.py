@@ -57,6 +57,10 @@ class MemoryPool:
         if n <= 0:
             return
         self.used -= n
+        if self.used < self.capacity:
+            # room again: no one reads over the capacity any more (a slow finisher must
+            # not keep the role into the next stall)
+            self.finisher = None
         if self._waiters and (not self.bounded or self.used < self.capacity):
             waiters, self._waiters = self._waiters, []
             for fut in waiters:

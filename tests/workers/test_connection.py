@@ -674,3 +674,21 @@ def test_an_answer_ready_at_once_leaves_from_the_reader_in_order():
         b.close()
         await asyncio.wait_for(task, 5)
     run(test, uvloop.new_event_loop)
+
+
+def test_before_authentication_no_frame_over_the_sasl_limit_is_read_past_the_pool():
+    """A pool filled by incomplete frames lets one finish over its capacity, but not an
+    unauthenticated connection's frame larger than sasl.server.max.receive.size (512
+    KiB): it stays muted, its bytes unread."""
+    async def test(a, b):
+        pool = MemoryPool(1000)
+        conn = Connection(a, SaslDispatcher(), 4 << 20, pool=pool, security=sasl_security(),
+                          read_buffer=ReadBuffer(4096))
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(struct.pack(">i", 1 << 20) + b"z" * 3000)     # declares 1 MiB
+        await until(lambda: conn.muted)
+        assert pool.used == 1000 and pool.stalled() and pool.finisher is None
+        conn.abort()
+        await asyncio.wait_for(task, 5)
+        assert pool.used == 0 and pool.partial == 0
+    run(test)

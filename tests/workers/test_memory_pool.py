@@ -35,3 +35,15 @@ def test_exhausted_pool_mutes_until_release():
         assert all(w.done() for w in waits)
         assert pool.wait().done()                       # room: no wait at all
     asyncio.run(main())
+
+
+def test_room_again_ends_the_finishers_turn():
+    pool = MemoryPool(10)
+    pool.take(12)
+    pool.partial = 12
+    assert pool.stalled()
+    pool.finisher = "a connection"
+    pool.release(1)                   # still over the capacity: it goes on
+    assert pool.finisher == "a connection"
+    pool.release(5)
+    assert pool.finisher is None and not pool.stalled()
