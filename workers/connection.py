@@ -290,7 +290,9 @@ class Connection:
                 if not self._start_request(frame, size):
                     self._partial_to(frames.buffered)
                     return
-            self._partial_to(frames.buffered)
+            left = frames.buffered
+            if left != self.partial:    # (whole frames read: 0 before and after, no call)
+                self._partial_to(left)
             # what feed kept of an incomplete frame stays charged to the connection
             if n < room and self.RECV_DRAINS and not self.closed:
                 # A short read emptied the socket: wait for the next bytes instead of

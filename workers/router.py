@@ -343,8 +343,7 @@ class Router:
         self._owners_md = None      # the metadata and placement table `_owners` is of
         self._owners_of = None
         self._owners: dict[tuple[str, int], int] = {}
-        # bumped whenever a peer's link opens or closes: with the metadata and placement
-        # objects, what says that `owner` answers as before (workers/handlers/fetch/fanout.py)
+        # bumped whenever a peer's link opens or closes (`owners_token`)
         self.links_changed = 0
         self.routes = {"partition": self._route_partitions, "group": self._route_group,
                        "txn": self._route_txn, "cluster": self._broadcast}
@@ -414,6 +413,17 @@ class Router:
             if w is None:
                 return self.me
         return self._live(w)
+
+    def owners_token(self) -> tuple:
+        """What `owner` and `place` answer from: the metadata and placement objects
+        (replaced, never changed) and the links (`links_changed`); `owners_same(token)`
+        says whether they would answer as when the token was taken."""
+        return self.broker.metadata, self.broker.placement, self.links_changed
+
+    def owners_same(self, token: tuple) -> bool:
+        md, placement, links = token
+        b = self.broker
+        return b.metadata is md and b.placement is placement and self.links_changed == links
 
     def _owners_now(self, md) -> dict:
         """{(topic, partition): placement's owner, `me` for in transit} of partitions

@@ -77,10 +77,9 @@ class Fanout:
         self.from_state = (plan.replica_id < 0
                            and ctx.api_version >= convert.ZSTD_MIN_FETCH_VERSION)
         self._split(owners)
-        # what the owners follow from: the metadata and placement objects (replaced,
-        # never changed) and the mesh links. While they are the same the split is too,
-        # and a woken park keeps it (a re-split looks up every partition's owner again)
-        self._split_at = (self.broker.metadata, self.broker.placement, router.links_changed)
+        # while the owners answer as now, the split stays right: a woken park keeps it
+        # (a re-split looks up every partition's owner again)
+        self._split_at = router.owners_token()
         self.news = bool(plan.unknown_ids)
         # what each partition's counters were when it was read or found quiet, and the
         # bytes read: where a park counts from (what arrives after the read wakes it)
@@ -207,10 +206,7 @@ class Fanout:
         op = DelayedFanout(self.plan, future, self._lookup, self.start, self.found_bytes)
         self.broker.fetch_purgatory.try_complete_else_watch(op, list(op.start_bytes))
         await future
-        md, placement, links = self._split_at
-        b = self.broker
-        if (b.metadata is not md or b.placement is not placement
-                or self.router.links_changed != links):
+        if not self.router.owners_same(self._split_at):
             self._split({})         # owners may have changed meanwhile
         found: dict[tuple, dict] = {}
         asks = self._pass(found)

@@ -10,7 +10,7 @@ from storage.batch import BatchBuilder
 from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx, fetch_req, produce
 from workers.handlers.fetch.fanout import fan_out
 from workers.partition_states import RemoteStates, state_of
-from workers.router import PeerGone
+from workers.router import PeerGone, Router
 
 
 class FakeRouter:
@@ -26,6 +26,11 @@ class FakeRouter:
         self.states = RemoteStates()
         self.links_changed = 0       # as Router's: bumped when a peer's link opens or closes
         self.owner_calls = 0
+
+    # the real Router's: what its owners answer from (broker.metadata, broker.placement,
+    # links_changed)
+    owners_token = Router.owners_token
+    owners_same = Router.owners_same
 
     def owner(self, topic, partition):
         self.owner_calls += 1
