@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from kafka import TopicPartition as KTP
 from kafka.admin import KafkaAdminClient
 
@@ -17,6 +18,16 @@ pytestmark = pytest.mark.slow
 
 def kadmin(c):
     return KafkaAdminClient(bootstrap_servers=c.bootstrap, request_timeout_ms=20000)
+
+
+def metadata_brokers(c) -> set[int]:
+    """Broker ids in the Metadata of every live broker (a fresh connection to each,
+    so any of its workers may answer)."""
+    ids: set[int] = set()
+    for b in c.brokers.values():
+        if b.is_alive():
+            ids |= set(AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).brokers)
+    return ids
 
 
 def assignment(c, topic):
@@ -62,6 +73,10 @@ def test_ongoing_reassignment_is_listed_and_can_be_cancelled(cluster):
                10, "reassignment started")
     c.kill(dst)
     c.wait_for(lambda: dst not in c.live_ids(), 15, "the target broker gone")
+    # kafka-python's admin client asks the brokers it learns from Metadata; until the
+    # live brokers drop the dead one it may pick that one and fail to connect
+    c.wait_for(lambda: not any(dst in metadata_brokers(c) for _ in range(4)), 15,
+               "the dead broker gone from the live brokers' metadata")
     a = kadmin(c)
     try:
         assert a.list_partition_reassignments() == {
