@@ -54,7 +54,8 @@ def _counters(snap: dict) -> dict:
         out[("topic", topic, 0)] = bin_
         out[("topic", topic, 1)] = min_
         out[("topic", topic, 2)] = bout
-    for k in ("cpu_s", "connections_created", "isr_shrinks", "isr_expands"):
+    for k in ("cpu_s", "connections_created", "isr_shrinks", "isr_expands",
+              "forwarded_parts", "peer_file_reads"):
         out[(k,)] = snap[k]
     return out
 
@@ -222,6 +223,16 @@ class Aggregator:
         cpu = CounterMetricFamily("mpbroker_worker_cpu_seconds",
                                   "CPU time (user+system) of each worker process",
                                   labels=["worker"])
+        forwarded = CounterMetricFamily(
+            "mpbroker_worker_forwarded_parts",
+            "Request parts this worker sent to the worker owning their partitions or "
+            "coordinator (the cost of a client's connection landing on another worker)",
+            labels=["worker"])
+        file_reads = CounterMetricFamily(
+            "mpbroker_worker_peer_file_reads",
+            "Fetched partitions of other workers whose new records this worker read from "
+            "their segment files itself, without asking their owner",
+            labels=["worker"])
         for wid in sorted(per_worker):
             tot = per_worker[wid]
             if wid in snaps:
@@ -229,7 +240,9 @@ class Aggregator:
             created.add_metric([self.listener_name, str(wid)],
                                tot.get(("connections_created",), 0))
             cpu.add_metric([str(wid)], tot.get(("cpu_s",), 0))
-        fams += [conns, created, cpu]
+            forwarded.add_metric([str(wid)], tot.get(("forwarded_parts",), 0))
+            file_reads.add_metric([str(wid)], tot.get(("peer_file_reads",), 0))
+        fams += [conns, created, cpu, forwarded, file_reads]
         hist("mpbroker_worker_event_loop_lag_seconds",
              "How late each worker's event loop ran a timer (a probe every 0.5 s)",
              ["worker"], ("lag",), lag_bounds,

@@ -262,6 +262,33 @@ class Log(LogRecovery, LogRetention):
         f = self.first_unstable_offset
         return self.high_watermark if f is None else min(f, self.high_watermark)
 
+    def read_point(self, high_watermark: int, last_stable_offset: int) -> tuple | None:
+        """Where a consumer's read of the active segment ends, for a reader in another
+        process that opens the file by path (workers/partition_states.py): (path, dev,
+        ino, position of `high_watermark`, position of `last_stable_offset` or -1, last
+        offset of the segment's last aborted transaction or -1); None when the high
+        watermark lies before the active segment. A position is where `read` of that
+        offset starts (the batch holding it, or the segment's end at the log end)."""
+        seg = self.segments[-1]
+        hw_pos = self._position_in(seg, high_watermark)
+        if hw_pos is None:
+            return None
+        if last_stable_offset == high_watermark:
+            lso_pos = hw_pos
+        else:
+            lso_pos = self._position_in(seg, last_stable_offset)
+        aborted = seg.txn_index.entries
+        return (seg.log_path, *seg.file_id, hw_pos, -1 if lso_pos is None else lso_pos,
+                aborted[-1].last_offset if aborted else -1)
+
+    def _position_in(self, seg: LogSegment, offset: int) -> int | None:
+        if offset < seg.base_offset:
+            return None
+        if offset >= self.next_offset:
+            return seg.size
+        b = seg.translate_offset(offset)
+        return None if b is None else b.position
+
     def has_ongoing_txn(self, producer_id: int) -> bool:
         return self.producer_state.has_ongoing_txn(producer_id)
 

@@ -267,6 +267,7 @@ def _snapshot(broker) -> dict:
     if m is None:
         m = broker.metrics = WorkerMetrics(broker.worker_id)
     times = os.times()
+    router = getattr(broker, "router", None)
     partitions = list(broker.partitions.items())
     followers = list(broker.followers.items())
     logs = {}
@@ -300,6 +301,8 @@ def _snapshot(broker) -> dict:
         "loop_lag": m.loop_lag.export(),
         "connections": sum(1 for c in list(broker.clients) if not c.closed),
         "connections_created": m.connections_created,
+        "forwarded_parts": router.forwarded if router is not None else 0,
+        "peer_file_reads": router.states.file_reads if router is not None else 0,
         "topics": m.topic_totals(partitions),
         "logs": logs,
         "leaders": leaders,

@@ -22,7 +22,12 @@ what arrives while it parks (`Fanout`, workers/handlers/fetch/fanout.py).
 
 Front side (`RemoteStates`): {(topic, partition): RemoteState}, each from one owner;
 `quiet` says whether a consumer's partition can be answered from it (caught up, same
-leader epoch: an empty answer with the published offsets); a partition whose owner's
+leader epoch: an empty answer with the published offsets); `read` gives a consumer's
+new batches as a slice of the owner's active segment when the copy knows where they
+start and end (the read point below) and they fit the limit, which the front sends
+itself (ARCHITECTURE, "A front reads a consumer's new batches from the owner's file");
+the bytes so read are told to the owners each SERVED_REPORT_S, as their partitions'
+bytes out (`take_served`); a partition whose owner's
 channel closed is dropped, so that the next Fetch asks (and the unreachable owner's
 partitions answer NOT_LEADER_OR_FOLLOWER). A partition enters the copy only with the
 answer that subscribed it; published changes update what is there. A partition no
@@ -33,14 +38,32 @@ Message (mesh framing, workers/router.py):
 
     owner -> front  {"op": "state", "parts": [(topic, partition, state | None)]}
                     state: (hw, lso, log start, leader epoch, bytes appended,
-                    bytes committed); also as "state" of a subscribing part's "resp"
+                    bytes committed, read point); also as "state" of a subscribing
+                    part's "resp". Read point (`Log.read_point`): (active segment
+                    path, st_dev, st_ino, position of hw, position of lso or -1, last
+                    offset of the segment's last aborted transaction or -1), or None
+                    when the hw lies before the active segment
     front -> owner  {"op": "unsub", "keys": [(topic, partition)]}
+    front -> owner  {"op": "served", "parts": [(topic, partition, bytes)]}
+
+A copy remembers the file position of each offset a state named (up to
+POSITIONS_KEPT, forgotten when the active segment or the leader epoch changes): a
+consumer's next fetch offset is the high watermark or LSO its last answer carried.
+Within one segment file and leader epoch an offset's position never changes: a
+leader's active segment only grows (a leader that becomes a follower, and could
+truncate, is published as gone; compaction leaves the active segment alone).
 """
 from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from storage.slices import FileSlice
+
 STATE_IDLE_S = 60.0     # a front's copy of a partition no Fetch read for this long goes
+SERVED_REPORT_S = 1.0   # how often a front tells owners the bytes it read of theirs
+
+
+POSITIONS_KEPT = 32     # offsets a front's copy remembers the file positions of
 
 
 def state_of(p) -> tuple | None:
@@ -48,8 +71,9 @@ def state_of(p) -> tuple | None:
     moving between log dirs still serves reads: its state is published."""
     if p is None or p.closed or not getattr(p, "is_leader", True):
         return None
-    return (p.high_watermark, p.last_stable_offset, p.log_start_offset, p.leader_epoch,
-            p.bytes_appended, p.bytes_committed)
+    hw, lso = p.high_watermark, p.last_stable_offset
+    return (hw, lso, p.log_start_offset, p.leader_epoch, p.bytes_appended,
+            p.bytes_committed, p.log.read_point(hw, lso))
 
 
 class RemoteState:
@@ -57,17 +81,69 @@ class RemoteState:
     False so that a DelayedFetch counts it like a partition of its own."""
 
     __slots__ = ("owner", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "leader_epoch", "bytes_appended", "bytes_committed")
+                 "leader_epoch", "bytes_appended", "bytes_committed", "file", "hw_pos",
+                 "lso_pos", "abort_end", "positions")
     closed = False
 
     def __init__(self, owner: int, state: tuple):
         self.owner = owner
+        self.leader_epoch = None
+        self.file = None
+        self.positions: dict[int, int] = {}
         self.set(state)
 
     def set(self, state: tuple) -> None:
-        """Take a published `state_of` tuple."""
-        (self.high_watermark, self.last_stable_offset, self.log_start_offset,
-         self.leader_epoch, self.bytes_appended, self.bytes_committed) = state
+        """Take a published `state_of` tuple. The file positions of the offsets it
+        names are remembered while the active segment and leader epoch stay: a
+        consumer fetches from an offset some earlier answer ended at."""
+        hw, lso, self.log_start_offset, epoch, self.bytes_appended, \
+            self.bytes_committed, point = state
+        self.high_watermark, self.last_stable_offset = hw, lso
+        positions = self.positions
+        if epoch != self.leader_epoch:
+            self.leader_epoch = epoch
+            positions.clear()
+        if point is None:
+            self.file = None
+            positions.clear()
+            return
+        file = point[:3]
+        if file != self.file:
+            self.file = file
+            positions.clear()
+        self.hw_pos, self.lso_pos, self.abort_end = point[3], point[4], point[5]
+        positions[hw] = point[3]
+        if point[4] >= 0:
+            positions[lso] = point[4]
+        if len(positions) > POSITIONS_KEPT:
+            del positions[next(iter(positions))]
+
+    def read(self, cp, committed: bool, limit: int) -> FileSlice | None:
+        """What a consumer's `cp` (a CachedPartition) reads, as a FileSlice of the
+        owner's active segment (fd -1), when this copy can tell it without the owner:
+        the fetch offset is one whose position it knows in the segment that holds
+        the high watermark (LSO), no aborted transaction ends at or after it
+        (read_committed), and all of it up to there fits in `limit` bytes. Else None
+        (ask the owner). The same whole batches `Log.read` would return."""
+        file = self.file
+        if file is None:
+            return None
+        epoch = cp.current_leader_epoch
+        if epoch >= 0 and epoch != self.leader_epoch:
+            return None
+        offset = cp.fetch_offset
+        if committed:
+            if self.abort_end >= offset:
+                return None
+            upper, end = self.last_stable_offset, self.lso_pos
+        else:
+            upper, end = self.high_watermark, self.hw_pos
+        if end < 0 or not self.log_start_offset <= offset < upper:
+            return None
+        start = self.positions.get(offset)
+        if start is None or not 0 < end - start <= limit:
+            return None
+        return FileSlice(file[0], start, end - start, -1, file[1], file[2])
 
     def caught_up(self, fetch_offset: int, leader_epoch: int, committed: bool) -> bool:
         """A consumer at `fetch_offset` (knowing `leader_epoch`, -1 if none) has
@@ -75,14 +151,15 @@ class RemoteState:
         return (fetch_offset == (self.last_stable_offset if committed else self.high_watermark)
                 and (leader_epoch < 0 or leader_epoch == self.leader_epoch))
 
-    def answer(self, index: int, committed: bool) -> dict:
-        """The partition's answer for a caught-up consumer: no records, these offsets."""
+    def answer(self, index: int, committed: bool, records: list | None = None) -> dict:
+        """The partition's answer for a consumer from these offsets: no records (caught
+        up), or `records` (the slices `read` gave)."""
         return {"partition_index": index, "error_code": 0,
                 "high_watermark": self.high_watermark,
                 "last_stable_offset": self.last_stable_offset,
                 "log_start_offset": self.log_start_offset,
                 "aborted_transactions": [] if committed else None,
-                "preferred_read_replica": -1, "records": []}
+                "preferred_read_replica": -1, "records": [] if records is None else records}
 
 
 class RemoteStates:
@@ -91,6 +168,9 @@ class RemoteStates:
     def __init__(self):
         self.states: dict[tuple, RemoteState] = {}
         self.used: set[tuple] = set()       # read by a Fetch since the last sweep
+        # {owner: {key: bytes}} read here from its files (`read`), not yet told to it
+        self.served: dict[int, dict[tuple, int]] = {}
+        self.file_reads = 0         # partitions read so (mpbroker_worker_peer_file_reads)
 
     def get(self, key: tuple) -> RemoteState | None:
         return self.states.get(key)
@@ -121,6 +201,7 @@ class RemoteStates:
         keys = [k for k, st in self.states.items() if st.owner == owner]
         for k in keys:
             del self.states[k]
+        self.served.pop(owner, None)        # its counters start again with it
         return keys
 
     def quiet(self, cp, owner: int, committed: bool) -> RemoteState | None:
@@ -133,6 +214,33 @@ class RemoteStates:
             return None
         self.used.add(key)
         return st
+
+    def read(self, cp, owner: int, committed: bool, limit: int) -> tuple | None:
+        """(state, slice) of `cp` read from `owner`'s file without asking it
+        (`RemoteState.read`), else None."""
+        key = (cp.topic, cp.partition)
+        st = self.states.get(key)
+        if st is None or st.owner != owner:
+            return None
+        sl = st.read(cp, committed, limit)
+        if sl is None:
+            return None
+        self.used.add(key)
+        return st, sl
+
+    def count_served(self, owner: int, key: tuple, n: int) -> None:
+        """`n` bytes of `owner`'s partition `key` were read here (`read`) and sent."""
+        self.file_reads += 1
+        out = self.served.get(owner)
+        if out is None:
+            out = self.served[owner] = {}
+        out[key] = out.get(key, 0) + n
+
+    def take_served(self) -> dict[int, list]:
+        """{owner: [(topic, partition, bytes)]} read here since the last call: the
+        owners count them as their partitions' bytes out (metrics, placement)."""
+        served, self.served = self.served, {}
+        return {w: [(k[0], k[1], n) for k, n in parts.items()] for w, parts in served.items()}
 
     def sweep(self) -> dict[int, list]:
         """Drop the partitions no Fetch read since the last sweep (neither answered

@@ -40,6 +40,9 @@ Mesh messages (`workers/mesh.py` framing):
                     "state" (a "sub" part): its partitions' state as read
     owner -> front  {"op": "state", "parts": [...]}    (workers/partition_states.py)
     front -> owner  {"op": "unsub", "keys": [...]}     (the front's copy dropped them)
+    front -> owner  {"op": "served", "parts": [(topic, partition, bytes)]}  every
+                    SERVED_REPORT_S when any: bytes of the owner's partitions the front
+                    read from their files itself (fanout.py), the owner's bytes out
 
 Long polling (Fetch) runs on the front alone: the owners publish the state of the
 partitions fronts asked them for (the notification of ARCHITECTURE §2: once per loop
@@ -83,7 +86,7 @@ from mpbroker.security.principal import ANONYMOUS
 from workers.answers import later, settle
 from workers.groups.partitioner import coordinator_partition
 from workers.mesh import PeerLink
-from workers.partition_states import STATE_IDLE_S, Publisher, RemoteStates
+from workers.partition_states import SERVED_REPORT_S, STATE_IDLE_S, Publisher, RemoteStates
 from workers.payloads import detach_records, received_body, sanitize_response
 from workers.scope import PARTITION, Scope
 
@@ -331,6 +334,7 @@ class Router:
         self.states = RemoteStates()
         self.publisher: Publisher | None = None
         self._sweeper = None        # the timer of `_sweep_states`
+        self._reporter = None       # the timer of `_report_served`
         self.conns = weakref.WeakValueDictionary()        # acks=0 token -> Connection
         self.loop: asyncio.AbstractEventLoop | None = None
         self._next_id = 0
@@ -362,6 +366,7 @@ class Router:
         self.publisher = Publisher(self.broker.partition, self._send_state, loop.call_soon)
         self.broker.fetch_purgatory.on_check = self.publisher.changed
         self._sweeper = loop.call_later(STATE_IDLE_S, self._sweep_states)
+        self._reporter = loop.call_later(SERVED_REPORT_S, self._report_served)
         for link in self.peers.values():
             if link.loop is None:
                 link.attach(loop)
@@ -718,6 +723,12 @@ class Router:
         elif op == "unsub":
             if self.publisher is not None:
                 self.publisher.unsubscribe(peer, msg["keys"])
+        elif op == "served":
+            partition = self.broker.partition
+            for topic, index, n in msg["parts"]:
+                p = partition(topic, index)
+                if p is not None:
+                    p.bytes_out += n
         else:
             log.warning("mesh: unknown message %r from worker %d", op, peer)
 
@@ -823,6 +834,13 @@ class Router:
                     pass
         self._sweeper = self.loop.call_later(STATE_IDLE_S, self._sweep_states)
 
+    def _report_served(self) -> None:
+        """Every SERVED_REPORT_S: tell each owner the bytes of its partitions this
+        front read from their files (its partitions' bytes out)."""
+        for owner, parts in self.states.take_served().items():
+            self._reply(owner, {"op": "served", "parts": parts})
+        self._reporter = self.loop.call_later(SERVED_REPORT_S, self._report_served)
+
     def _reply(self, peer: int, msg: dict) -> None:
         link = self.peers.get(peer)
         if link is None or link.closed:
@@ -835,6 +853,8 @@ class Router:
     def close(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self._reporter is not None:
+            self._reporter.cancel()
         for link in list(self.peers.values()):
             if not link.closed:
                 link.write_batched()    # this iteration's answers still leave

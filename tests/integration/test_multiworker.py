@@ -319,8 +319,14 @@ def test_remote_fetch_sends_the_new_file_after_delete_and_compaction(two_workers
 
 
 def test_long_poll_on_remote_partition_wakes_on_produce(two_workers):
+    """...and the front reads the new batch from the owner's segment file itself: the
+    owner published where it lies (workers/partition_states.py); the bytes still count
+    as the owner's partition's bytes out."""
     from confluent_kafka import Consumer, TopicPartition
-    b = two_workers()
+
+    from tests.integration.test_metrics import scrape, series, value
+    metrics_port = h.free_port()
+    b = two_workers({"metrics.listener": f"http://127.0.0.1:{metrics_port}"})
     topic = _topic(b, 2)
     own = owners(show(b), topic)
     # consumers until one's connections are all on the worker that does NOT own
@@ -379,6 +385,13 @@ def test_long_poll_on_remote_partition_wakes_on_produce(two_workers):
         t.join(5)
         remote.close()
     assert got == [b"wake"]
+    m = scrape(metrics_port)
+    reads = {dict(lbl)["worker"]: v for lbl, v in
+             series(m, "mpbroker_worker_peer_file_reads_total").items()}
+    assert reads[str(own[0])] == 0 and sum(reads.values()) >= 1     # read by the front
+    # the front tells the owner within a second: the topic's bytes out has the batch
+    h.wait_until(lambda: value(scrape(metrics_port), "kafka_server_brokertopicmetrics_bytesout_total",
+                               topic=topic) > len(b"wake"), 10, "the bytes out counted", b)
 
 
 def test_consumer_groups_with_remote_coordinators(mw_broker):

@@ -312,3 +312,29 @@ def test_a_bound_at_or_past_the_log_end_reads_as_no_bound(tmp_path, clock):
             assert bounded == unbounded
     assert log.read(60, 10**6, max_offset=60).slices == []
     log.close()
+
+
+def test_read_point_is_where_a_read_of_the_high_watermark_starts(tmp_path, clock):
+    """What an owner publishes for fronts that read its file (workers/partition_states.py):
+    the positions at which `read` of the high watermark and of the LSO start."""
+    log = open_log(tmp_path, clock)
+    log.append(batch(3), 0)                     # offsets 0-2
+    log.append(batch(2), 0)                     # 3-4
+    seg = log.active_segment
+    log.update_high_watermark(3)
+    path, dev, ino, hw_pos, lso_pos, abort_end = log.read_point(3, 3)
+    assert (path, (dev, ino), abort_end) == (seg.log_path, seg.file_id, -1)
+    assert hw_pos == lso_pos == log.read(3, 1 << 20).slices[0].position
+    assert hw_pos == log.read(0, 1 << 20, max_offset=3).slices[0].length
+    log.update_high_watermark(5)                # the log end: where the next batch goes
+    assert log.read_point(5, 3)[3:5] == (seg.size, hw_pos)
+    log.append(batch(1), 0)
+    assert log.read(5, 1 << 20).slices[0].position == seg.size - len(batch(1))
+    log.update_high_watermark(6)
+    log.roll()
+    new = log.active_segment
+    assert log.read_point(6, 6) == (new.log_path, *new.file_id, 0, 0, -1)
+    log.append(batch(1), 0)
+    assert log.read_point(5, 5) is None         # before the active segment
+    log.close()
+

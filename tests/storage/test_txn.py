@@ -144,6 +144,20 @@ def test_lso_with_interleaved_producers(tmp_path):
     assert [v for _, _, v in committed_view(log)] == [b"b0", b"b1", b"n0", b"a1"]
 
 
+def test_read_point_names_the_lso_position_and_the_last_abort(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    plain(log, [b"n0"])                         # 0
+    txn(log, 1, 0, [b"a0"])                     # 1
+    plain(log, [b"n1"])                         # 2
+    lso_pos = log.read(1, 1 << 20).slices[0].position
+    assert log.read_point(3, log.last_stable_offset) == (
+        log.active_segment.log_path, *log.active_segment.file_id, log.active_segment.size,
+        lso_pos, -1)
+    end(log, 1, commit=False)                   # 3: the abort's entry ends there
+    point = log.read_point(4, 4)
+    assert point[3:] == (log.active_segment.size, log.active_segment.size, 3)
+
+
 def test_lso_is_bounded_by_high_watermark(tmp_path):
     log = open_log(tmp_path / "t-0")
     plain(log, [b"x"] * 3)

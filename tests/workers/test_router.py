@@ -460,7 +460,10 @@ def test_an_owner_publishes_the_state_of_what_a_front_asked_for(tmp_path):
                          "client_id": "c", "client_host": "h", "body": fetch_req(0, 0),
                          "sub": [(TOPIC, 0), (TOPIC, 9)]})
         (reply,) = link.sent
-        assert reply["id"] == 1 and reply["state"] == [(TOPIC, 0, (0, 0, 0, 0, 0, 0))]
+        ((topic, index, st),) = reply["state"]
+        assert reply["id"] == 1 and (topic, index, st[:6]) == (TOPIC, 0, (0, 0, 0, 0, 0, 0))
+        path, _, _, hw_pos, lso_pos, abort_end = st[6]    # where a read at the HW starts
+        assert path.endswith(".log") and (hw_pos, lso_pos, abort_end) == (0, 0, -1)
         produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
         broker.fetch_purgatory.check_and_complete((TOPIC, 0))
         produce(broker, 1, BatchBuilder().append(b"k", b"v").build())   # nobody asked
@@ -526,7 +529,8 @@ def test_a_sweep_tells_the_owner_and_wakes_a_fetch_parked_on_the_copy(tmp_path):
         link = r.peers[2] = _Link()
         checked = []
         broker.fetch_purgatory.on_check = checked.append
-        r.states.update(2, [(TOPIC, 5, (1, 1, 0, 0, 9, 9)), (TOPIC, 6, (1, 1, 0, 0, 9, 9))],
+        r.states.update(2, [(TOPIC, 5, (1, 1, 0, 0, 9, 9, None)),
+                            (TOPIC, 6, (1, 1, 0, 0, 9, 9, None))],
                         subscribed=True)
         r.states.used.add((TOPIC, 6))
         r._sweep_states()
@@ -534,6 +538,37 @@ def test_a_sweep_tells_the_owner_and_wakes_a_fetch_parked_on_the_copy(tmp_path):
         assert r.states.get((TOPIC, 5)) is None and r.states.get((TOPIC, 6)) is not None
         r._sweeper.cancel()
         broker.close()
+    asyncio.run(run())
+
+
+def test_bytes_a_front_read_from_an_owners_files_count_as_the_owners_bytes_out(tmp_path):
+    from tests.workers.test_txn_fetch import TOPIC, MiniBroker
+    from workers.router import Router
+
+    async def run():
+        front_broker, owner_broker = MiniBroker(tmp_path / "f"), MiniBroker(tmp_path / "o")
+        for b, wid in ((front_broker, 1), (owner_broker, 2)):
+            b.requests_served, b.worker_id = 0, wid
+        front = Router(front_broker, lambda ctx, body: {})
+        owner = Router(owner_broker, lambda ctx, body: {})
+        front.start(asyncio.get_running_loop())
+        owner.start(asyncio.get_running_loop())
+        link = front.peers[2] = _Link()
+        front._report_served()
+        assert link.sent == []                  # nothing read: nothing told
+        front.states.count_served(2, (TOPIC, 1), 300)
+        front.states.count_served(2, (TOPIC, 7), 5)     # not the owner's (any more)
+        front._report_served()
+        (msg,) = link.sent
+        assert msg == {"op": "served", "parts": [(TOPIC, 1, 300), (TOPIC, 7, 5)]}
+        owner.on_message(1, msg)
+        assert owner_broker.partition(TOPIC, 1).bytes_out == 300
+        assert owner_broker.partition(TOPIC, 0).bytes_out == 0
+        for r in (front, owner):
+            r._sweeper.cancel()
+            r._reporter.cancel()
+        front_broker.close()
+        owner_broker.close()
     asyncio.run(run())
 
 

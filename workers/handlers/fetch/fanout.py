@@ -4,7 +4,10 @@
 The front keeps the incremental fetch session (KIP-227) and resolves which partitions
 the request reads. It reads its own partitions itself. Of the other workers'
 partitions, a consumer's that it is caught up on are answered from what their owners
-published (workers/partition_states.py: no records, the published offsets); the rest
+published (workers/partition_states.py: no records, the published offsets); those
+whose new batches the published state locates and that fit the owner's share of
+`max_bytes` are *read here* from the owner's active segment (`RemoteStates.read`: a
+FileSlice pinned to this connection, as an owner's answer would be); the rest
 are *asked*: forwarded to their owners as sessionless Fetch requests that answer at
 once (session_epoch -1, max_wait_ms 0, `router.fetch_subrequest`) with a share of
 `max_bytes`, which subscribes the front to their state. Owners answer FileSlices with
@@ -16,9 +19,10 @@ news, the Fetch parks in this worker's fetch purgatory watching every partition 
 reads (`DelayedFanout`), its own partitions as any DelayedFetch counts them and the
 other workers' through their published state (an owner's "state" message checks the
 keys it names). On completion or expiry the front reads again: its own partitions,
-the published state of the others, and asks the owners of the partitions that have
-news. A caught-up long poll thus costs the front only, and a wake-up one answer from
-the owner whose partition changed (not one from each worker).
+the published state of the others (and their files, where it says where), and asks the
+owners of the partitions that have news it cannot read. A caught-up long poll thus
+costs the front only, and a wake-up at most one answer from the owner whose partition
+changed (not one from each worker).
 
 Followers (replica_id >= 0) are asked every time: their fetch offset is what moves the
 owner's high watermark. An owner that is gone has its part read here (this worker
@@ -114,18 +118,34 @@ class Fanout:
         `found`; the others' {owner: [CachedPartition]} to ask. Sets `news`."""
         plan, committed, start = self.plan, self.committed, self.start
         asks: dict[int, list] = {}
+        self.read_here = read_here = {}     # {owner: bytes read here from its files}
         if self.from_state:
-            quiet = self.router.states.quiet
+            states = self.router.states
+            quiet, read = states.quiet, states.read
+            # what an owner would be given if asked (an upper bound: fewer may be asked)
+            share = max(1, plan.max_bytes // max(1, len(self.remote) + bool(self.local)))
             for w, cps in self.remote.items():
+                used = 0
                 for cp in cps:
+                    key = (cp.topic, cp.partition)
                     st = quiet(cp, w, committed)
                     if st is None:
-                        asks.setdefault(w, []).append(cp)
+                        got = read(cp, w, committed, min(cp.max_bytes, share - used))
+                        sl = got and self._pin(got[1])
+                        if not sl:
+                            asks.setdefault(w, []).append(cp)
+                            continue
+                        st = got[0]
+                        found[key] = st.answer(cp.partition, committed, [sl])
+                        used += sl.length
+                        states.count_served(w, key, sl.length)
                     else:
-                        key = (cp.topic, cp.partition)
                         found[key] = st.answer(cp.partition, committed)
-                        start[key] = (st.bytes_appended, st.bytes_committed,
-                                      st.last_stable_offset)
+                    start[key] = (st.bytes_appended, st.bytes_committed,
+                                  st.last_stable_offset)
+                if used:
+                    read_here[w] = used
+                    self.found_bytes += used
         else:
             asks = {w: list(cps) for w, cps in self.remote.items()}
         self.budget = max(1, plan.max_bytes // max(1, len(asks) + bool(self.local)))
@@ -146,6 +166,12 @@ class Fanout:
             self.news = True
         return asks
 
+    def _pin(self, sl):
+        """`sl` (another worker's file) with an fd of the client's connection; None
+        when that file is gone or replaced (the owner is asked instead)."""
+        conn = self.ctx.connection
+        return sl if conn is None else conn.pin(sl)
+
     def _part_req(self) -> dict:
         return {**self.req, "max_bytes": self.budget}
 
@@ -159,7 +185,8 @@ class Fanout:
         router, ctx, plan = self.router, self.ctx, self.plan
         waiting = []
         for w, cps in asks.items():
-            sub = fetch_subrequest(self.req, ctx.api_version, cps, self.budget, plan.min_bytes)
+            budget = max(1, self.budget - self.read_here.get(w, 0))
+            sub = fetch_subrequest(self.req, ctx.api_version, cps, budget, plan.min_bytes)
             fut = router.forward(w, ctx, sub, sub_keys=[(cp.topic, cp.partition) for cp in cps])
             if fut is None:
                 self._collect_here(found, cps)

@@ -3,6 +3,7 @@ fake router (which worker owns what, what was forwarded, what worker 1 published
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -186,12 +187,16 @@ def test_a_follower_is_always_asked(broker):
 def test_long_poll_parks_on_the_front_and_asks_only_the_owner_with_news(broker):
     """Caught up everywhere: the Fetch parks here, watching worker 1's partition through
     its published state; worker 1 publishing an append wakes it, and only then is
-    worker 1 asked (for the partition with news)."""
+    worker 1 asked (for the partition with news: here it is over the partition's
+    max bytes, so the front cannot read it whole from the file)."""
     router = FakeRouter(broker)
     router.publish(broker)
 
     async def run():
-        answer = await _parked(router, broker, 5000)
+        req = two_partitions(max_wait_ms=5000)
+        req["topics"][0]["partitions"][1]["partition_max_bytes"] = 10
+        answer = asyncio.ensure_future(fan_out(router, ctx(1, 11), req, never))
+        await _until(lambda: len(broker.fetch_purgatory) == 1)
         assert not router.forwarded
         produce(broker, 1, BatchBuilder().append(b"k", b"v").build())   # on worker 1
         router.publish(broker)
@@ -203,6 +208,45 @@ def test_long_poll_parks_on_the_front_and_asks_only_the_owner_with_news(broker):
     resp = asyncio.run(run())
     parts = resp["responses"][0]["partitions"]
     assert [(p["partition_index"], p["records"]) for p in parts] == [(0, []), (1, [b"x"])]
+    assert not router.states.take_served()
+
+
+def _bytes(slices):
+    """What a connection sends of `slices` (from another worker: opened by path)."""
+    return b"".join(_pread(sl) for sl in slices)
+
+
+def _pread(sl):
+    assert sl.fd == -1
+    fd = os.open(sl.path, os.O_RDONLY)
+    try:
+        assert (os.fstat(fd).st_dev, os.fstat(fd).st_ino) == (sl.dev, sl.ino)
+        return os.pread(fd, sl.length, sl.position)
+    finally:
+        os.close(fd)
+
+
+def test_long_poll_woken_by_an_owner_reads_its_new_batches_from_its_file(broker):
+    """The owner published the file position of the offset the consumer fetches from
+    and of its new high watermark: the front sends that range of the owner's segment
+    itself (the bytes the owner's read gives), asks nothing, and counts the bytes for
+    the owner."""
+    router = FakeRouter(broker)
+    router.publish(broker)
+
+    async def run():
+        answer = await _parked(router, broker, 5000)
+        produce(broker, 1, BatchBuilder().append(b"k", b"v1").append(b"k", b"v2").build())
+        produce(broker, 1, BatchBuilder().append(b"k", b"v3").build())
+        router.publish(broker)
+        return await answer
+    resp = asyncio.run(run())
+    assert not router.forwarded
+    parts = resp["responses"][0]["partitions"]
+    owner = broker.partition(TOPIC, 1)
+    assert (parts[1]["high_watermark"], parts[1]["log_start_offset"]) == (3, 0)
+    assert _bytes(parts[1]["records"]) == owner.log.read_records_bytes(0, max_offset=3)
+    assert router.states.take_served() == {1: [(TOPIC, 1, len(_bytes(parts[1]["records"])))]}
 
 
 def test_long_poll_woken_here_answers_the_remote_partition_from_its_state(broker):
@@ -291,11 +335,11 @@ def test_data_published_between_the_owners_read_and_the_park_wakes_the_fetch(bro
         produce(broker, 1, BatchBuilder().append(b"k", b"v").build())   # right after the read
         router.publish(broker)                            # heard before the front parks
         fut.set_result(_answer(0))
-        await _until(lambda: len(router.forwarded) == 2)  # woken at once: asked again
-        router.forwarded[1][2].set_result(_answer(1, [b"x"]))
-        return await answer
+        return await answer                               # woken at once: read again
     resp = asyncio.run(run())
-    assert resp["responses"][0]["partitions"][1]["records"] == [b"x"]
+    assert len(router.forwarded) == 1       # (the new batch read here, from the owner's file)
+    assert _bytes(resp["responses"][0]["partitions"][1]["records"]) == \
+        broker.partition(TOPIC, 1).log.read_records_bytes(0)
 
 
 def test_local_data_between_the_read_and_the_park_wakes_the_fetch(broker):
