@@ -141,6 +141,7 @@ class Log(LogRecovery, LogRetention):
         self.topic, self.partition = parse_partition_dir(os.path.basename(dir_path.rstrip("/")))
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
+        self._positions_seen = None     # (segment, offset, position): `_position_in`
         self.log_start_offset = 0
         self.next_offset = 0
         self.high_watermark = 0
@@ -270,13 +271,16 @@ class Log(LogRecovery, LogRetention):
         watermark lies before the active segment. A position is where `read` of that
         offset starts (the batch holding it, or the segment's end at the log end)."""
         seg = self.segments[-1]
-        hw_pos = self._position_in(seg, high_watermark)
-        if hw_pos is None:
+        try:
+            hw_pos = self._position_in(seg, high_watermark)
+            if hw_pos is None:
+                return None
+            if last_stable_offset == high_watermark:
+                lso_pos = hw_pos
+            else:
+                lso_pos = self._position_in(seg, last_stable_offset)
+        except (OSError, ValueError):     # unreadable: the readers ask the owner
             return None
-        if last_stable_offset == high_watermark:
-            lso_pos = hw_pos
-        else:
-            lso_pos = self._position_in(seg, last_stable_offset)
         aborted = seg.txn_index.entries
         return (seg.log_path, *seg.file_id, hw_pos, -1 if lso_pos is None else lso_pos,
                 aborted[-1].last_offset if aborted else -1)
@@ -286,8 +290,22 @@ class Log(LogRecovery, LogRetention):
             return None
         if offset >= self.next_offset:
             return seg.size
-        b = seg.translate_offset(offset)
-        return None if b is None else b.position
+        # the high watermark and LSO only move forward in the active segment: the scan
+        # starts at the last position found, not at an index entry, each publish, if
+        # that batch is still there (a follower's truncation may have rewritten it)
+        seen = self._positions_seen
+        start = 0
+        if seen is not None and seen[0] is seg and seen[1] <= offset:
+            b = seg.batch_at(seen[2])
+            if b is not None and b.base_offset <= seen[1] <= b.last_offset:
+                if seen[1] == offset:
+                    return seen[2]
+                start = seen[2]
+        b = seg.translate_offset(offset, start)
+        if b is None:
+            return None
+        self._positions_seen = (seg, offset, b.position)
+        return b.position
 
     def has_ongoing_txn(self, producer_id: int) -> bool:
         return self.producer_state.has_ongoing_txn(producer_id)

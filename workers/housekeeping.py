@@ -81,22 +81,22 @@ def housekeep_partition(worker, p, now: int, due: set) -> None:
             KafkaStorageError.from_os_error(f"housekeeping of {p.log.dir}", e)
         worker.on_storage_error(p, err)
         return
-    if moved:       # fronts hear of the new log start
+    if moved:       # fronts hear of the new log start or active segment
         worker.fetch_purgatory.check_and_complete(p.key)
 
 
 def _housekeep_log(p, now: int, due: set) -> bool:
-    """The due jobs of `p`'s log; whether retention moved its log start."""
+    """The due jobs of `p`'s log; whether its log start or active segment changed (the
+    state fronts read its files by, workers/partition_states.py)."""
     lg = p.log
     lg.maybe_flush(now)
-    lg.maybe_roll(now)
+    moved = lg.maybe_roll(now)
     lg.delete_expired_files(now)
-    moved = False
     if "retention" in due and lg.config.delete:
         start = lg.log_start_offset
         lg.enforce_retention(now)
         p._check()
-        moved = lg.log_start_offset != start
+        moved = moved or lg.log_start_offset != start
     if "checkpoint" in due:
         lg.checkpoint()
     if "producers" in due:

@@ -51,7 +51,9 @@ POSITIONS_KEPT, forgotten when the active segment or the leader epoch changes): 
 consumer's next fetch offset is the high watermark or LSO its last answer carried.
 Within one segment file and leader epoch an offset's position never changes: a
 leader's active segment only grows (a leader that becomes a follower, and could
-truncate, is published as gone; compaction leaves the active segment alone).
+truncate, is published as gone), and every roll is published (the append that rolls
+checks the key, as housekeeping's segment.ms roll does), so a copy stops naming a
+segment before compaction or retention can touch it.
 """
 from __future__ import annotations
 
@@ -115,7 +117,7 @@ class RemoteState:
         positions[hw] = point[3]
         if point[4] >= 0:
             positions[lso] = point[4]
-        if len(positions) > POSITIONS_KEPT:
+        while len(positions) > POSITIONS_KEPT:
             del positions[next(iter(positions))]
 
     def read(self, cp, committed: bool, limit: int) -> FileSlice | None:
@@ -229,7 +231,8 @@ class RemoteStates:
         return st, sl
 
     def count_served(self, owner: int, key: tuple, n: int) -> None:
-        """`n` bytes of `owner`'s partition `key` were read here (`read`) and sent."""
+        """`n` bytes of `owner`'s partition `key` read here (`read`) went into an
+        answer."""
         self.file_reads += 1
         out = self.served.get(owner)
         if out is None:

@@ -855,6 +855,8 @@ class Router:
             self._sweeper.cancel()
         if self._reporter is not None:
             self._reporter.cancel()
+            for owner, parts in self.states.take_served().items():
+                self._reply(owner, {"op": "served", "parts": parts})
         for link in list(self.peers.values()):
             if not link.closed:
                 link.write_batched()    # this iteration's answers still leave

@@ -338,3 +338,26 @@ def test_read_point_is_where_a_read_of_the_high_watermark_starts(tmp_path, clock
     assert log.read_point(5, 5) is None         # before the active segment
     log.close()
 
+
+
+def test_read_point_follows_the_high_watermark_and_a_truncation(tmp_path, clock):
+    """Positions found from the last one found (`Log._position_in`) match `read`'s, as
+    the high watermark moves, into a batch, and after a follower's truncation rewrote
+    the batches the last one was found in."""
+    log = open_log(tmp_path, clock)
+    for n in (3, 2, 4, 1, 2):                   # 0-2, 3-4, 5-8, 9, 10-11
+        log.append(batch(n), 0)
+
+    def pos(offset):
+        return log.read(offset, 1 << 20).slices[0].position
+    for hw in (3, 5, 5, 9, 10, 7, 10):
+        log.update_high_watermark(hw)
+        assert log.read_point(hw, hw)[3] == pos(hw), hw
+    log.truncate_to(5)
+    log.append(batch(1, value=b"y" * 300), 0)   # 5, longer than the batches it replaced
+    log.append(batch(2), 0)                     # 6-7
+    log.append(batch(5), 0)                     # 8-12
+    for hw in (10, 11, 12):
+        log.update_high_watermark(hw)
+        assert log.read_point(hw, hw)[3] == pos(hw), hw
+    log.close()

@@ -49,6 +49,27 @@ def test_retention_that_moves_the_log_start_checks_the_partitions_fetch_waiters(
     assert checked == [("t", 0)]
 
 
+def test_a_segment_ms_roll_checks_the_partitions_fetch_waiters():
+    """Fronts read new batches from the active segment the owner published: they hear
+    of the new one (and stop reading the old one, which compaction may rewrite)."""
+    class Log:
+        config = types.SimpleNamespace(delete=False)
+        rolls = [False, True]
+        maybe_flush = delete_expired_files = lambda self, now: None
+
+        def maybe_roll(self, now):
+            return self.rolls.pop(0)
+
+    checked = []
+    worker = types.SimpleNamespace(
+        fetch_purgatory=types.SimpleNamespace(check_and_complete=checked.append))
+    p = types.SimpleNamespace(key=("t", 0), log=Log())
+    housekeeping.housekeep_partition(worker, p, 0, set())
+    assert checked == []
+    housekeeping.housekeep_partition(worker, p, 1, set())
+    assert checked == [("t", 0)]
+
+
 def test_clean_logs_stops_when_the_cleaner_has_nothing_left():
     steps = []
 

@@ -200,6 +200,9 @@ def test_positions_are_forgotten_with_the_segment_and_the_leader_epoch():
     for hw in range(20, 20 + POSITIONS_KEPT + 5):
         st.set((hw, hw, 0, 4, hw, hw, point(hw * 10)))
     assert len(st.positions) == POSITIONS_KEPT and 20 not in st.positions
+    for hw in range(100, 100 + POSITIONS_KEPT):      # HW and LSO both new each time
+        st.set((hw, hw - 50, 0, 4, hw, hw, point(hw * 10, (hw - 50) * 10)))
+    assert len(st.positions) == POSITIONS_KEPT
 
 
 def test_served_bytes_are_told_to_each_owner_once():

@@ -564,9 +564,12 @@ def test_bytes_a_front_read_from_an_owners_files_count_as_the_owners_bytes_out(t
         owner.on_message(1, msg)
         assert owner_broker.partition(TOPIC, 1).bytes_out == 300
         assert owner_broker.partition(TOPIC, 0).bytes_out == 0
-        for r in (front, owner):
-            r._sweeper.cancel()
-            r._reporter.cancel()
+        front.states.count_served(2, (TOPIC, 1), 20)
+        link.write_batched = link.close = lambda: None
+        front.close()                           # what is not told yet leaves with it
+        assert link.sent[-1] == {"op": "served", "parts": [(TOPIC, 1, 20)]}
+        owner._sweeper.cancel()
+        owner._reporter.cancel()
         front_broker.close()
         owner_broker.close()
     asyncio.run(run())

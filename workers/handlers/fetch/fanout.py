@@ -118,7 +118,10 @@ class Fanout:
         `found`; the others' {owner: [CachedPartition]} to ask. Sets `news`."""
         plan, committed, start = self.plan, self.committed, self.start
         asks: dict[int, list] = {}
-        self.read_here = read_here = {}     # {owner: bytes read here from its files}
+        # {key: (owner, bytes)} read here from the owners' files: told to them as their
+        # bytes out once the answer is assembled from this pass
+        self.read_here = read_here = {}
+        read_total = 0
         if self.from_state:
             states = self.router.states
             quiet, read = states.quiet, states.read
@@ -138,17 +141,18 @@ class Fanout:
                         st = got[0]
                         found[key] = st.answer(cp.partition, committed, [sl])
                         used += sl.length
-                        states.count_served(w, key, sl.length)
+                        read_here[key] = (w, sl.length)
                     else:
                         found[key] = st.answer(cp.partition, committed)
                     start[key] = (st.bytes_appended, st.bytes_committed,
                                   st.last_stable_offset)
-                if used:
-                    read_here[w] = used
-                    self.found_bytes += used
+                read_total += used
+            self.found_bytes += read_total
         else:
             asks = {w: list(cps) for w, cps in self.remote.items()}
-        self.budget = max(1, plan.max_bytes // max(1, len(asks) + bool(self.local)))
+        # what is left of max_bytes, shared by the asked owners and this worker's read
+        self.budget = max(1, (plan.max_bytes - read_total)
+                          // max(1, len(asks) + bool(self.local)))
         if self.local:
             results, total, error = PartPlan(self.broker, self.ctx, self._part_req(),
                                              self.local).read_all()
@@ -185,8 +189,7 @@ class Fanout:
         router, ctx, plan = self.router, self.ctx, self.plan
         waiting = []
         for w, cps in asks.items():
-            budget = max(1, self.budget - self.read_here.get(w, 0))
-            sub = fetch_subrequest(self.req, ctx.api_version, cps, budget, plan.min_bytes)
+            sub = fetch_subrequest(self.req, ctx.api_version, cps, self.budget, plan.min_bytes)
             fut = router.forward(w, ctx, sub, sub_keys=[(cp.topic, cp.partition) for cp in cps])
             if fut is None:
                 self._collect_here(found, cps)
@@ -249,6 +252,9 @@ class Fanout:
         return self.broker.partition(topic, index)
 
     def _assemble(self, found: dict) -> dict:
+        count = self.router.states.count_served
+        for key, (owner, n) in self.read_here.items():
+            count(owner, key, n)
         results = []
         for cp in self.plan.fctx.partitions:
             data = found.get((cp.topic, cp.partition))

@@ -427,3 +427,59 @@ def test_a_woken_park_splits_again_when_a_link_opened_or_closed(broker):
     assert not router.forwarded
     parts = resp["responses"][0]["partitions"]
     assert parts[0]["records"] and parts[1]["records"]
+
+
+def test_bytes_read_from_an_owners_file_leave_the_rest_of_max_bytes_to_the_others(tmp_path):
+    """Partition 1 is read here from worker 1's file; worker 2, asked for partition 2,
+    and this worker's own read share what is left of the Fetch's max_bytes."""
+    broker = MiniBroker(tmp_path, partitions=3)
+    try:
+        router = FakeRouter(broker)
+        router.publish(broker)
+        produce(broker, 1, BatchBuilder().append(b"k", b"v" * 100).build())
+        router.publish(broker)
+        n = broker.partition(TOPIC, 1).log.active_segment.size
+        req = two_partitions()
+        req["max_bytes"] = 9000
+        req["topics"][0]["partitions"].append(
+            {"partition": 2, "fetch_offset": 0, "partition_max_bytes": 1 << 20})
+
+        async def run():
+            answer = fan_out(router, ctx(1, 11), req, never)
+            ((wid, sub, fut, _),) = router.forwarded
+            assert wid == 2 and sub["max_bytes"] == (9000 - n) // 2
+            fut.set_result({"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                            "responses": [{"topic": TOPIC, "partitions": [
+                                {"partition_index": 2, "error_code": 0, "high_watermark": 0,
+                                 "last_stable_offset": 0, "log_start_offset": 0,
+                                 "records": []}]}]})
+            return await answer
+        parts = asyncio.run(run())["responses"][0]["partitions"]
+        assert [p["partition_index"] for p in parts] == [0, 1, 2]
+        assert len(_bytes(parts[1]["records"])) == n
+        assert router.states.take_served() == {1: [(TOPIC, 1, n)]}
+    finally:
+        broker.close()
+
+
+def test_bytes_read_here_count_once_per_answer(broker):
+    """Read from worker 1's file, below min_bytes: the Fetch parks, then reads it again
+    at expiry; the owner hears of the bytes of the answer, once."""
+    router = FakeRouter(broker)
+    router.publish(broker)
+    produce(broker, 1, BatchBuilder().append(b"k", b"v").build())
+    router.publish(broker)
+    n = broker.partition(TOPIC, 1).log.active_segment.size
+
+    async def run():
+        req = two_partitions(max_wait_ms=100)
+        req["min_bytes"] = 1 << 20
+        answer = asyncio.ensure_future(fan_out(router, ctx(1, 11), req, never))
+        await _until(lambda: len(broker.fetch_purgatory) == 1)
+        assert router.states.take_served() == {}          # nothing answered yet
+        broker.clock_ms += 200
+        broker.timer.advance_clock(broker.clock_ms)
+        return await answer
+    parts = asyncio.run(run())["responses"][0]["partitions"]
+    assert len(_bytes(parts[1]["records"])) == n and not router.forwarded
+    assert router.states.take_served() == {1: [(TOPIC, 1, n)]}
