@@ -711,3 +711,85 @@ def test_placement_balance_by_load_keeps_config_pins(two_workers):
     info = show(b)
     assert set(owners(info, pinned).values()) == {1}
     assert owners(info, free) == {q: 0 for q in range(4)}
+
+
+def test_tailing_consumers_across_segment_rolls_and_aborts_get_every_record_once(two_workers):
+    """Consumers tail every partition (so some are always another worker's) while a
+    producer appends across many small segments and a transactional producer commits and
+    aborts: the fronts read the owners' files where the published state says where, and
+    ask the owners across rolls and aborted transactions. Each consumer gets exactly what
+    its isolation level shows, each record once, in offset order."""
+    from confluent_kafka import KafkaError
+
+    from tests.integration.test_metrics import scrape, series
+    port = h.free_port()
+    b = two_workers({"metrics.listener": f"http://127.0.0.1:{port}"})
+    nparts = 4
+    topic = f"mw-roll-{uuid.uuid4().hex[:8]}"
+    h.create_topic(b.bootstrap, topic, nparts, config={"segment.bytes": 16384})
+    consumers = {}
+    for iso in ("read_uncommitted", "read_committed", "read_committed"):
+        c = h.consumer(b.bootstrap, **{"isolation.level": iso, "fetch.wait.max.ms": 500,
+                                       "client.id": f"tail-{len(consumers)}"})
+        h.assign_from_beginning(c, topic, nparts)
+        c.poll(0.5)                      # assigned and fetching: the tail from the start
+        consumers[(iso, len(consumers))] = c
+    plain, committed, aborted = [], [], []
+
+    def produce_plain():
+        p = h.producer(b.bootstrap, **{"linger.ms": 1, "client.id": "plain"})
+        for i in range(1500):
+            v = b"p%05d-" % i + os.urandom(200)
+            p.produce(topic, v, partition=i % nparts)
+            plain.append(v)
+            if i % 50 == 0:
+                p.poll(0)
+                time.sleep(0.005)       # spread over many fetches and segment rolls
+        h.flush(p)
+
+    def produce_txn():
+        p = h.producer(b.bootstrap, **{"transactional.id": f"tx-{uuid.uuid4().hex[:6]}",
+                                       "linger.ms": 1, "client.id": "txn"})
+        p.init_transactions(30)
+        for t in range(12):
+            p.begin_transaction()
+            vals = [b"t%02d-%03d" % (t, i) for i in range(20)]
+            for i, v in enumerate(vals):
+                p.produce(topic, v, partition=i % nparts)
+            if t % 2:
+                h.flush(p)              # in the log, then aborted (not purged unsent)
+                p.abort_transaction(30)
+                aborted.extend(vals)
+            else:
+                p.commit_transaction(30)
+                committed.extend(vals)
+            time.sleep(0.02)
+    threads = [threading.Thread(target=produce_plain), threading.Thread(target=produce_txn)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    want = {"read_uncommitted": sorted(plain + committed + aborted),
+            "read_committed": sorted(plain + committed)}
+    try:
+        for (iso, _), c in consumers.items():
+            got, offsets = [], {}
+            deadline = time.monotonic() + 60
+            while len(got) < len(want[iso]) and time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is None:
+                    continue
+                if m.error() is not None:
+                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                    continue
+                last = offsets.get(m.partition(), -1)
+                assert m.offset() > last, (iso, m.partition(), m.offset(), last)
+                offsets[m.partition()] = m.offset()
+                got.append(m.value())
+            assert sorted(got) == want[iso], (iso, len(got), len(want[iso]))
+    finally:
+        for c in consumers.values():
+            c.close()
+    reads = sum(series(scrape(port), "mpbroker_worker_peer_file_reads_total").values())
+    assert reads > 0            # some partitions of every consumer were another worker's
