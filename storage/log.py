@@ -268,8 +268,9 @@ class Log(LogRecovery, LogRetention):
         process that opens the file by path (workers/partition_states.py): (path, dev,
         ino, position of `high_watermark`, position of `last_stable_offset` or -1, last
         offset of the segment's last aborted transaction or -1); None when the high
-        watermark lies before the active segment. A position is where `read` of that
-        offset starts (the batch holding it, or the segment's end at the log end)."""
+        watermark lies before the active segment or the segment cannot be read. A
+        position is where `read` of that offset starts (the batch holding it, or the
+        segment's end at the log end)."""
         seg = self.segments[-1]
         try:
             hw_pos = self._position_in(seg, high_watermark)

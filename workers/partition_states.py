@@ -42,7 +42,8 @@ Message (mesh framing, workers/router.py):
                     part's "resp". Read point (`Log.read_point`): (active segment
                     path, st_dev, st_ino, position of hw, position of lso or -1, last
                     offset of the segment's last aborted transaction or -1), or None
-                    when the hw lies before the active segment
+                    when it cannot tell (the hw before the active segment,
+                    a read error)
     front -> owner  {"op": "unsub", "keys": [(topic, partition)]}
     front -> owner  {"op": "served", "parts": [(topic, partition, bytes)]}
 
