@@ -361,3 +361,19 @@ def test_read_point_follows_the_high_watermark_and_a_truncation(tmp_path, clock)
         log.update_high_watermark(hw)
         assert log.read_point(hw, hw)[3] == pos(hw), hw
     log.close()
+
+
+def test_read_point_of_an_unreadable_segment_is_none(tmp_path, clock, monkeypatch):
+    """The owner publishes no read point then (fronts ask it), rather than failing the
+    publish of every other partition's state."""
+    log = open_log(tmp_path, clock)
+    log.append(batch(3), 0)
+    log.append(batch(2), 0)
+    log.update_high_watermark(3)
+
+    def fail(*_):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(log.active_segment, "translate_offset", fail)
+    assert log.read_point(3, 3) is None
+    assert log.read_point(5, 5)[3] == log.active_segment.size      # the log end: no read
+    log.close()
