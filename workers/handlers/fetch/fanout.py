@@ -134,8 +134,8 @@ class Fanout:
                     st = quiet(cp, w, committed)
                     if st is None:
                         got = read(cp, w, committed, min(cp.max_bytes, share - used))
-                        sl = got and self._pin(got[1])
-                        if not sl:
+                        sl = None if got is None else self._pin(got[1])
+                        if sl is None:
                             asks.setdefault(w, []).append(cp)
                             continue
                         st = got[0]
