@@ -735,19 +735,34 @@ def test_tailing_consumers_across_segment_rolls_and_aborts_get_every_record_once
         c.poll(0.5)                      # assigned and fetching: the tail from the start
         consumers[(iso, len(consumers))] = c
     plain, committed, aborted = [], [], []
+    failed: list = []           # (producer, error)
+
+    def delivered(err, msg):
+        if err is None:
+            plain.append(msg.value())
+        else:
+            failed.append(("plain", err))
 
     def produce_plain():
-        p = h.producer(b.bootstrap, **{"linger.ms": 1, "client.id": "plain"})
+        # batches under segment.bytes: a loaded machine lets the producer gather larger
+        # ones, which the broker refuses as Kafka does (RECORD_LIST_TOO_LARGE)
+        p = h.producer(b.bootstrap, **{"linger.ms": 1, "client.id": "plain",
+                                       "batch.size": 8192})
         for i in range(1500):
-            v = b"p%05d-" % i + os.urandom(200)
-            p.produce(topic, v, partition=i % nparts)
-            plain.append(v)
+            p.produce(topic, b"p%05d-" % i + os.urandom(200), partition=i % nparts,
+                      on_delivery=delivered)
             if i % 50 == 0:
                 p.poll(0)
                 time.sleep(0.005)       # spread over many fetches and segment rolls
-        h.flush(p)
+        p.flush(60)
 
     def produce_txn():
+        try:
+            txns()
+        except Exception as e:      # shown by the assertion below
+            failed.append(("txn", e))
+
+    def txns():
         p = h.producer(b.bootstrap, **{"transactional.id": f"tx-{uuid.uuid4().hex[:6]}",
                                        "linger.ms": 1, "client.id": "txn"})
         p.init_transactions(30)
@@ -770,6 +785,7 @@ def test_tailing_consumers_across_segment_rolls_and_aborts_get_every_record_once
     for t in threads:
         t.join(120)
     assert not any(t.is_alive() for t in threads)
+    assert not failed and len(plain) == 1500, failed[:5]
     want = {"read_uncommitted": sorted(plain + committed + aborted),
             "read_committed": sorted(plain + committed)}
     try:
