@@ -75,13 +75,13 @@ async def run(worker) -> None:
 def housekeep_partition(worker, p, now: int, due: set) -> None:
     """One partition's due jobs; a storage error goes to the worker's handling."""
     try:
-        moved = _housekeep_log(p, now, due)
+        changed = _housekeep_log(p, now, due)
     except (OSError, KafkaStorageError) as e:
         err = e if isinstance(e, KafkaStorageError) else \
             KafkaStorageError.from_os_error(f"housekeeping of {p.log.dir}", e)
         worker.on_storage_error(p, err)
         return
-    if moved:       # fronts hear of the new log start or active segment
+    if changed:     # fronts hear of the new log start or active segment
         worker.fetch_purgatory.check_and_complete(p.key)
 
 
@@ -90,18 +90,18 @@ def _housekeep_log(p, now: int, due: set) -> bool:
     state fronts read its files by, workers/partition_states.py)."""
     lg = p.log
     lg.maybe_flush(now)
-    moved = lg.maybe_roll(now)
+    changed = lg.maybe_roll(now)
     lg.delete_expired_files(now)
     if "retention" in due and lg.config.delete:
         start = lg.log_start_offset
         lg.enforce_retention(now)
         p._check()
-        moved = moved or lg.log_start_offset != start
+        changed = changed or lg.log_start_offset != start
     if "checkpoint" in due:
         lg.checkpoint()
     if "producers" in due:
         lg.producer_state.remove_expired_producers(now)
-    return moved
+    return changed
 
 
 async def clean_logs(worker, now: int) -> None:

@@ -835,11 +835,15 @@ class Router:
         self._sweeper = self.loop.call_later(STATE_IDLE_S, self._sweep_states)
 
     def _report_served(self) -> None:
-        """Every SERVED_REPORT_S: tell each owner the bytes of its partitions this
-        front read from their files (its partitions' bytes out)."""
+        """Every SERVED_REPORT_S: `_tell_served`."""
+        self._tell_served()
+        self._reporter = self.loop.call_later(SERVED_REPORT_S, self._report_served)
+
+    def _tell_served(self) -> None:
+        """Tell each owner the bytes of its partitions this front read from their
+        files since last told (its partitions' bytes out)."""
         for owner, parts in self.states.take_served().items():
             self._reply(owner, {"op": "served", "parts": parts})
-        self._reporter = self.loop.call_later(SERVED_REPORT_S, self._report_served)
 
     def _reply(self, peer: int, msg: dict) -> None:
         link = self.peers.get(peer)
@@ -855,8 +859,7 @@ class Router:
             self._sweeper.cancel()
         if self._reporter is not None:
             self._reporter.cancel()
-            for owner, parts in self.states.take_served().items():
-                self._reply(owner, {"op": "served", "parts": parts})
+            self._tell_served()
         for link in list(self.peers.values()):
             if not link.closed:
                 link.write_batched()    # this iteration's answers still leave
