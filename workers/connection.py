@@ -9,8 +9,10 @@ Concurrency contract (one asyncio loop per worker process, no threads):
 * A handler returns a response body dict, or an awaitable of one, or None (acks=0
   produce: no response at all). The ordered queue holds one entry per request that
   expects a response, except one answered at once with nothing owed before it and no
-  file slices: the reader sends that itself (`_send_now`; what the socket does not take
-  is queued), so the write loop's task is not woken for it.
+  file slices: the reader sends that itself, the answers of all the frames of one read
+  in one `sendmsg` (`_send_now`, `_flush_out`; what the socket does not take is queued
+  first), so the write loop's task is not woken for it. The write loop, too, sends the
+  responses that are ready together in one go (`_gather_ready`).
 * Response bodies may contain `FileSlice`s (record data of Fetch). The writer sends one
   response with as few system calls as it can: its bytes and its small slices
   (INLINE_SLICE_MAX, read from the page cache with `pread`) go out in one `sendmsg` of
@@ -101,6 +103,8 @@ INLINE_SLICE_MAX = 32 * 1024
 # Bytes read in that a response holds before they are sent (with MSG_MORE): a Fetch of
 # many partitions does not hold its whole size in memory, as sendfile did not.
 INLINE_BATCH_MAX = 256 * 1024
+# Responses ready together that the write loop sends as one (`_gather_ready`).
+GATHER_MAX = 64
 
 
 class ReadBuffer:
@@ -173,6 +177,9 @@ class Connection:
         self._readable: asyncio.Future | None = None  # ... when it waits for bytes
         self._reading = False     # the loop's reader callback is registered
         self._writing = False     # the write loop is sending a response
+        self._out: list = []      # buffers of responses the reader sends after this read
+        self._out_charged = 0     # ... and the pool bytes their requests hold
+        self._out_header = None
         self.quota_host: str | None = None    # counted in the server's ConnectionQuotas
         self._files: dict[str, list] = {}     # path -> [fd, dev, ino, last use]
         self._files_timer: asyncio.TimerHandle | None = None
@@ -196,6 +203,7 @@ class Connection:
         finally:
             self.closed = True
             self._stop_reading()
+            self._flush_out()       # answers taken before a frame that ended the reading
             self.wakeup.set()
             try:
                 await writer
@@ -288,8 +296,11 @@ class Connection:
             for frame in frames.feed(rb.view[:n]):
                 size = len(frame) + 4
                 if not self._start_request(frame, size):
+                    self._flush_out()
                     self._partial_to(frames.buffered)
                     return
+            if self._out:
+                self._flush_out()
             left = frames.buffered
             if left != self.partial:    # (whole frames read: 0 before and after, no call)
                 self._partial_to(left)
@@ -425,28 +436,51 @@ class Connection:
     DIRECT_SEND = True
 
     def _send_now(self, header, chunks: list, size: int) -> bool:
-        """Send a response of bytes only (no file slices) now; what the socket does
-        not take is queued for the write loop. False, with nothing sent, when it has
-        slices or the socket takes none of it: the write loop sends it then."""
-        total = 0
+        """Take a response of bytes only (no file slices) for the reader's next send
+        (`_flush_out`, after the frames of one read): pipelined requests answered at
+        once (a producer's Produce requests, one per partition for librdkafka) leave in
+        one `sendmsg`, not one each. False when it has slices: the write loop sends it."""
         for c in chunks:
             if type(c) is FileSlice:
                 return False
+        out = self._out
+        if len(out) + len(chunks) > IOV_MAX:
+            if len(chunks) > IOV_MAX:
+                return False
+            self._flush_out()
+            if self.pending:
+                return False    # the socket did not take it all: the rest is owed first
+            out = self._out
+        out.extend(chunks)
+        self._out_charged += size
+        self._out_header = header
+        return True
+
+    def _flush_out(self) -> None:
+        """Send what `_send_now` took, in one system call; what the socket does not take
+        goes to the front of the write loop's queue (before any response owed after)."""
+        out = self._out
+        if not out:
+            return
+        charged = self._out_charged
+        self._out = []
+        self._out_charged = 0
+        total = 0
+        for c in out:
             total += len(c)
-        if len(chunks) > IOV_MAX:
-            return False
         try:
-            n = self.sock.send(chunks[0]) if len(chunks) == 1 else self.sock.sendmsg(chunks)
+            n = self.sock.send(out[0]) if len(out) == 1 else self.sock.sendmsg(out)
         except OSError:         # EAGAIN, or an error the write loop meets again and closes on
-            return False
-        self.bytes_out += n
-        self.last_active = self.clock()
+            n = 0
+        if n:
+            self.bytes_out += n
+            self.last_active = self.clock()
         if n < total:
-            self.pending.append((header, advance(chunks, n), size))
+            self.pending.appendleft((self._out_header, advance(out, n) if n else out,
+                                     charged))
             self.wakeup.set()
         else:
-            self._release(size)
-        return True
+            self._release(charged)
 
     def _raw_token(self, frame: memoryview, size: int) -> bool:
         """A v0 SASL token (KIP-43: after SaslHandshake v0, tokens travel as bare
@@ -488,6 +522,8 @@ class Connection:
             self.pending.popleft()
             self._release(size)
             self.wakeup.set()  # the reader may be waiting for room
+            if self.pending:
+                result = self._gather_ready(result)
             if result is None:
                 continue
             self._writing = True        # no response may leave from the reader meanwhile
@@ -502,6 +538,28 @@ class Connection:
                 return
             finally:
                 self._writing = False
+
+    def _gather_ready(self, result: list | None) -> list | None:
+        """`result` followed by the responses queued behind it that are ready already,
+        taken off the queue: responses that became ready together (the answers of one
+        mesh reply, say) leave in one send, not one each."""
+        pending = self.pending
+        merged = None
+        for _ in range(GATHER_MAX):
+            if not pending:
+                break
+            nxt = pending[0][1]
+            if type(nxt) is not list:
+                if (not isinstance(nxt, asyncio.Future) or not nxt.done()
+                        or nxt.cancelled() or nxt.exception() is not None):
+                    break       # not ready, or failed: the loop meets it on its own
+                nxt = nxt.result()
+            self._release(pending.popleft()[2])
+            if nxt is not None:
+                if merged is None:
+                    merged = [] if result is None else list(result)
+                merged.extend(nxt)
+        return result if merged is None else merged
 
     async def _send_chunks(self, chunks: list) -> None:
         """Send one response: its bytes and its small slices (read from the page cache)

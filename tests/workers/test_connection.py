@@ -4,7 +4,9 @@ charge returned on close; abort() wakes a muted reader; last_active follows traf
 How a front sends another worker's FileSlices: only ever the bytes of the file the owner
 read, on real files and a real socket pair. The send path (issue #18): a response with its
 small slices in one sendmsg, large ones by sendfile, partial sends, IOV_MAX, files that
-shrank or went away; the reader callback kept between reads, no recv after a short read."""
+shrank or went away; the reader callback kept between reads, no recv after a short read;
+responses ready together (pipelined requests answered at once, answers that arrive
+together) leave in one send, in request order."""
 import asyncio
 import os
 import socket
@@ -666,11 +668,11 @@ def test_an_answer_ready_at_once_leaves_from_the_reader_in_order():
         await until(lambda: len(conn.pending) == 2)      # 2 waits behind the held 1
         disp.held.set_result([struct.pack(">ii", 4, 1)])
         assert (await read_frame(b)) + (await read_frame(b)) == struct.pack(">ii", 1, 2)
-        assert len(chunked) == 2
+        assert chunked == [3]           # 2 was ready behind 1: both in one send
         b.sendall(request(3))                            # 4 MiB: more than the socket takes
         body = await read_frame(b)
         assert body[:4] == struct.pack(">i", 3) and len(body) == 4 + (1 << 22)
-        assert len(chunked) == 3                         # the rest went by the write loop
+        assert len(chunked) == 2                         # the rest went by the write loop
         b.close()
         await asyncio.wait_for(task, 5)
     run(test, uvloop.new_event_loop)
@@ -692,3 +694,115 @@ def test_before_authentication_no_frame_over_the_sasl_limit_is_read_past_the_poo
         await asyncio.wait_for(task, 5)
         assert pool.used == 0 and pool.partial == 0
     run(test)
+
+
+class CountingSends:
+    """The connection's socket, counting the system calls that send."""
+
+    def __init__(self, sock):
+        self.sock, self.sends = sock, 0
+
+    def send(self, *a):
+        self.sends += 1
+        return self.sock.send(*a)
+
+    def sendmsg(self, *a):
+        self.sends += 1
+        return self.sock.sendmsg(*a)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+def test_pipelined_requests_answered_at_once_leave_in_one_send():
+    """A producer pipelines its Produce requests (librdkafka: one per partition); those
+    of one read answered at once go out together in one sendmsg, in order, and their
+    pool charge is returned."""
+    class Answering:
+        def dispatch(self, ctx, frame, pos):
+            return [struct.pack(">ii", 4, ctx.correlation_id)]
+
+    async def test(a, b):
+        pool = MemoryPool(1 << 20)
+        conn = Connection(a, Answering(), 1 << 20, pool=pool)
+        conn.sock = CountingSends(a)
+        b.sendall(b"".join(request(cid) for cid in range(10)))
+        task = asyncio.ensure_future(conn.serve())
+        got = b"".join([await read_frame(b) for _ in range(10)])
+        assert got == struct.pack(">10i", *range(10))
+        assert conn.sock.sends == 1
+        await until(lambda: pool.used == 0)
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
+
+
+def test_what_the_socket_does_not_take_of_a_read_s_answers_goes_first():
+    """The answers of one read are more than the socket takes: the rest leaves from the
+    write loop before an answer owed behind them, in request order."""
+    class Mixed:
+        def __init__(self):
+            self.held = None
+
+        def dispatch(self, ctx, frame, pos):
+            cid = ctx.correlation_id
+            if cid == 2:
+                self.held = asyncio.get_running_loop().create_future()
+                return self.held
+            body = struct.pack(">i", cid) + (b"x" * (1 << 22) if cid == 0 else b"")
+            return [struct.pack(">i", len(body)), body]
+
+    async def test(a, b):
+        disp = Mixed()
+        conn = Connection(a, disp, 1 << 20)
+        b.sendall(request(0) + request(1) + request(2) + request(3))
+        task = asyncio.ensure_future(conn.serve())
+        await until(lambda: disp.held is not None)
+        disp.held.set_result([struct.pack(">ii", 4, 2)])
+        first = await read_frame(b)
+        assert first[:4] == struct.pack(">i", 0) and len(first) == 4 + (1 << 22)
+        rest = b"".join([await read_frame(b) for _ in range(3)])
+        assert rest == struct.pack(">3i", 1, 2, 3)
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
+
+
+def test_answers_taken_before_a_frame_that_closes_the_connection_still_leave():
+    """A read holds answered requests and then an unreadable frame: the answers go out
+    before the connection closes."""
+    class Answering:
+        def dispatch(self, ctx, frame, pos):
+            return [struct.pack(">ii", 4, ctx.correlation_id)]
+
+    async def test(a, b):
+        conn = Connection(a, Answering(), 1 << 20)
+        bad = struct.pack(">i", 1) + b"\xff"          # a header that cannot be parsed
+        b.sendall(request(0) + request(1) + bad)
+        task = asyncio.ensure_future(conn.serve())
+        assert (await read_frame(b)) + (await read_frame(b)) == struct.pack(">ii", 0, 1)
+        await asyncio.wait_for(task, 5)
+        assert conn.closed
+    run(test, uvloop.new_event_loop)
+
+
+def test_answers_ready_together_leave_from_the_write_loop_in_one_send():
+    """Answers that become ready together (one mesh reply answering several requests)
+    leave in one send; one not ready yet stops the gathering, a failed one is not
+    taken with the others."""
+    async def test(a, b):
+        disp = HoldingDispatcher()
+        conn = Connection(a, disp, 1 << 20)
+        conn.sock = CountingSends(a)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(b"".join(request(cid) for cid in range(4)))
+        await until(lambda: len(disp.futures) == 4)
+        for cid in (1, 2, 0):           # 3 is not ready yet
+            disp.futures[cid].set_result([struct.pack(">ii", 4, cid)])
+        got = b"".join([await read_frame(b) for _ in range(3)])
+        assert got == struct.pack(">3i", 0, 1, 2) and conn.sock.sends == 1
+        disp.futures[3].set_result([struct.pack(">ii", 4, 3)])
+        assert (await read_frame(b)) == struct.pack(">i", 3) and conn.sock.sends == 2
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
