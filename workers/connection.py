@@ -11,8 +11,13 @@ Concurrency contract (one asyncio loop per worker process, no threads):
   expects a response, except one answered at once with nothing owed before it and no
   file slices: the reader sends that itself, the answers of all the frames of one read
   in one `sendmsg` (`_send_now`, `_flush_out`; what the socket does not take is queued
-  first), so the write loop's task is not woken for it. The write loop, too, sends the
-  responses that are ready together in one go (`_gather_ready`).
+  first), so the write loop's task is not woken for it. An answer that comes later is
+  an `EncodedLater` (workers/answers.py): its future's done callback encodes it and,
+  when nothing before it is still owed, sends it with the answers ready behind it
+  (`_pump`), again without the write loop, which takes over only what cannot leave at
+  once (a large slice, a socket that does not take it all, an answer held back by a
+  quota). The write loop, too, sends the responses that are ready together in one go
+  (`_gather_ready`).
 * Response bodies may contain `FileSlice`s (record data of Fetch). The writer sends one
   response with as few system calls as it can: its bytes and its small slices
   (INLINE_SLICE_MAX, read from the page cache with `pread`) go out in one `sendmsg` of
@@ -83,6 +88,7 @@ from mpbroker.protocol import framing
 from mpbroker.security import sasl as sasl_states
 from mpbroker.security.principal import ANONYMOUS
 from storage.slices import FileSlice
+from workers.answers import EncodedLater
 from workers.memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
@@ -120,6 +126,10 @@ class ReadBuffer:
 
 class StaleSlice(ConnectionAbortedError):
     """The file a FileSlice was read from is gone or replaced: its bytes are not there."""
+
+
+class _Closing(Exception):
+    """A response cannot be made or sent: the connection closes (already marked)."""
 
 
 class RequestContext:
@@ -188,6 +198,11 @@ class Connection:
         self.security_protocol = security.protocol if security is not None else "PLAINTEXT"
         self.principal = ANONYMOUS
         self.sasl = security.new_session(credentials, clock) if security is not None else None
+        # answers that come later are sent from their future's done callback (`_pump`);
+        # not through TLS or SASL, whose answers all go by the write loop
+        self._callbacks = self.DIRECT_SEND and self.sasl is None
+        self._dead = False        # a response failed: the write loop stops, nothing more is sent
+        self._gone = False        # closed: nothing is sent any more
 
     # ------------------------------------------------------------------ reading
     async def serve(self) -> None:
@@ -421,7 +436,10 @@ class Connection:
                 and self._send_now(header, result, size)):
             return True
         self.pending.append((header, result, size))
-        self.wakeup.set()
+        if type(result) is EncodedLater and self._callbacks:
+            result.fut.add_done_callback(self._answered)
+        else:
+            self.wakeup.set()
         if session is not None:
             if session.state == sasl_states.FAILED:
                 return False      # the answer goes out (delayed), then the connection closes
@@ -501,8 +519,101 @@ class Connection:
         return True
 
     # ------------------------------------------------------------------ writing
+    def _answered(self, fut) -> None:
+        """Done callback of a later answer's future (registered by the reader)."""
+        self._pump()
+
+    def _pump(self) -> None:
+        """Send what is ready at the head of the queue now, from a later answer's done
+        callback: as `_send_now` does for an answer ready at once, no task is woken for
+        it (a task finishing the answer, then the write loop, were two more loop
+        iterations per such request). What cannot go out at once (a large slice, a full
+        socket, an answer awaited by the write loop) is left to the write loop, woken."""
+        if self._writing or self._dead or self._gone:
+            return              # the write loop takes the head when its send is done
+        pending = self.pending
+        before = len(pending)
+        header = out = None
+        try:
+            while pending:
+                header, result, size = pending[0]
+                if type(result) is EncodedLater:
+                    if not result.fut.done():
+                        break       # its own callback comes
+                    result = self._finished(header, result)
+                    if result is not None and type(result) is not list:
+                        pending[0] = (header, result, size)
+                        self.wakeup.set()       # held back by a quota: the loop awaits it
+                        break
+                elif type(result) is not list:
+                    self.wakeup.set()           # the write loop awaits this one
+                    break
+                pending.popleft()
+                self._release(size)
+                if result:
+                    if out is None:
+                        out = result
+                    else:
+                        out = out + result
+        except _Closing:
+            pass                # the answers before the one that failed still go out
+        if before >= MAX_IN_FLIGHT > len(pending):
+            self.wakeup.set()                   # the reader waits for room
+        if out:
+            self._send_ready(header, out)
+
+    def _send_ready(self, header, chunks: list) -> None:
+        """Send `chunks` (of responses taken off the queue) now in one `sendmsg`, small
+        slices read in; with a large slice, or more than one send's worth, they go back
+        to the head of the queue for the write loop."""
+        inlined = 0
+        for c in chunks:
+            if type(c) is FileSlice:
+                inlined += c.length
+                if c.length > INLINE_SLICE_MAX or inlined > INLINE_BATCH_MAX:
+                    break
+        else:
+            if len(chunks) <= IOV_MAX:
+                try:
+                    iov = [self._read_slice(c) if type(c) is FileSlice else c for c in chunks]
+                except (ConnectionAbortedError, OSError) as e:
+                    log.info("closing %s: %s", self.client_host, e)
+                    self._die()
+                    return
+                self._out_header = header
+                self._out = iov
+                self._flush_out()
+                return
+        self.pending.appendleft((header, chunks, 0))
+        self.wakeup.set()
+
+    def _finished(self, header, answer: EncodedLater):
+        """The chunks (or None, or an awaitable) of a later answer whose future is done;
+        raises _Closing, the connection marked to close, when it cannot be made."""
+        try:
+            return answer.finish(answer.fut)
+        except asyncio.CancelledError:
+            log.info("closing %s: the answer to api %d was cancelled", self.client_host,
+                     header.api_key)
+        except ConnectionAbortedError as e:
+            log.info("closing %s: %s", self.client_host, e)
+        except Exception:
+            log.exception("handler for api %d failed", header.api_key)
+        self._die()
+        raise _Closing()
+
+    def _die(self) -> None:
+        """A response failed: nothing more is sent; the write loop ends, and the reader
+        at its next read."""
+        self.closed = True
+        self._dead = True
+        self.wakeup.set()
+
     async def _write_loop(self) -> None:
+        callbacks = self._callbacks
         while True:
+            if self._dead:
+                return
             if not self.pending:
                 if self.closed:
                     return
@@ -510,7 +621,19 @@ class Connection:
                 await self.wakeup.wait()
                 continue
             header, result, size = self.pending[0]
-            if not isinstance(result, list):
+            if type(result) is EncodedLater and callbacks:
+                if not result.fut.done():
+                    self.wakeup.clear()
+                    await self.wakeup.wait()    # its done callback sends it, or wakes us
+                    continue
+                try:
+                    result = self._finished(header, result)
+                except _Closing:
+                    return
+                if result is not None and type(result) is not list:
+                    self.pending[0] = (header, result, size)
+                    continue
+            elif not isinstance(result, list):
                 try:
                     result = await result
                 except asyncio.CancelledError:
@@ -523,7 +646,10 @@ class Connection:
             self._release(size)
             self.wakeup.set()  # the reader may be waiting for room
             if self.pending:
-                result = self._gather_ready(result)
+                try:
+                    result = self._gather_ready(result)
+                except _Closing:
+                    return
             if result is None:
                 continue
             self._writing = True        # no response may leave from the reader meanwhile
@@ -548,8 +674,15 @@ class Connection:
         for _ in range(GATHER_MAX):
             if not pending:
                 break
-            nxt = pending[0][1]
-            if type(nxt) is not list:
+            header, nxt, size = pending[0]
+            if type(nxt) is EncodedLater and self._callbacks:
+                if not nxt.fut.done():
+                    break
+                nxt = self._finished(header, nxt)
+                if nxt is not None and type(nxt) is not list:
+                    pending[0] = (header, nxt, size)    # held back: the loop awaits it
+                    break
+            elif type(nxt) is not list:
                 if (not isinstance(nxt, asyncio.Future) or not nxt.done()
                         or nxt.cancelled() or nxt.exception() is not None):
                     break       # not ready, or failed: the loop meets it on its own
@@ -725,6 +858,7 @@ class Connection:
             self._files_timer = self.loop.call_later(FILE_IDLE_S / 2, self._sweep_files)
 
     def _close(self) -> None:
+        self._gone = True
         self._stop_reading()
         self._release(self.charged)       # incomplete frame and unanswered requests
         self._partial_to(0)

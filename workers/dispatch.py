@@ -21,11 +21,12 @@ owner answers the error for its partitions only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
 from mpbroker.protocol import api_keys, codec, framing
-from workers.answers import later
+from workers.answers import EncodedLater, later
 from workers.authz import front_check
 from workers.handler_errors import answer_failure, guarded, run_guarded
 from workers.handlers import HANDLERS
@@ -43,7 +44,7 @@ class Dispatcher:
         self.broker = broker
 
     def dispatch(self, ctx, frame: memoryview, pos: int):
-        """Returns encoded chunks, a Future of them (or of None), or None."""
+        """Returns encoded chunks, an EncodedLater of them (or of None), or None."""
         api_key, version = ctx.api_key, ctx.api_version
         entry = HANDLERS.get(api_key)
         if entry is None:
@@ -76,7 +77,7 @@ class Dispatcher:
             result = run_guarded(lambda b, c, r: router.route(c, r, part, entry.scope),
                                  broker, ctx, request, guard_awaitable=False)
         else:
-            # an answer later is awaited in _finish, which answers its failure alike
+            # an answer later is finished by _finish, which answers its failure alike
             result = run_guarded(entry.handle, broker, ctx, request, guard_awaitable=False)
         throttle_ms = quotas.on_request(broker, ctx, len(frame), time.perf_counter() - started)
         if throttle_ms and (result is None or quotas.client_throttles(api_key, version)):
@@ -86,7 +87,9 @@ class Dispatcher:
         if result is None:
             return None
         if later(result):
-            return asyncio.ensure_future(self._finish(ctx, request, result, finish, throttle_ms))
+            fut = result if isinstance(result, asyncio.Future) else asyncio.ensure_future(result)
+            return EncodedLater(fut, functools.partial(self._finish, ctx, request, finish,
+                                                       throttle_ms))
         if finish is not None:          # the authorization's filtering of the answer
             result = finish(result)
         delay_ms = quotas.on_response(broker, ctx, request, result, throttle_ms)
@@ -99,9 +102,10 @@ class Dispatcher:
         handler's answer, now or later, failures answered as the API's error response."""
         return run_guarded(HANDLERS[ctx.api_key].handle, self.broker, ctx, body)
 
-    async def _finish(self, ctx, request, awaitable, finish=None, throttle_ms: int = 0):
+    def _finish(self, ctx, request, finish, throttle_ms: int, fut: asyncio.Future):
+        """The encoded answer of a handler's completed future (EncodedLater.finish)."""
         try:
-            body = await awaitable
+            body = fut.result()
         except (asyncio.CancelledError, ConnectionAbortedError):
             raise
         except Exception as e:      # the handler's failure, as run_guarded answers it
@@ -112,7 +116,7 @@ class Dispatcher:
             body = finish(body)
         delay_ms = quotas.on_response(self.broker, ctx, request, body, throttle_ms)
         if delay_ms:        # a version before KIP-219: answered after the throttle time
-            await asyncio.sleep(delay_ms / 1000)
+            return asyncio.ensure_future(self._delayed(ctx, request, body, delay_ms))
         return self._encode(ctx, request, body)
 
     async def _delayed(self, ctx, request, body: dict, delay_ms: int):

@@ -32,6 +32,7 @@ from bisect import bisect_left
 
 from mpbroker.protocol import api_keys, codec
 from storage.slices import FileSlice
+from workers.answers import EncodedLater
 
 log = logging.getLogger(__name__)
 REQUEST_LOGGER = "kafka.request.logger"
@@ -170,11 +171,30 @@ class MeteredDispatcher:
                 self._done(ctx, frame, pos, start, queue_ms, result)
             else:                   # the common case, without a call more
                 self.metrics.on_request(ctx.api_key, (_clock() - start) * 1000.0, queue_ms)
+        elif type(result) is EncodedLater:
+            # timed when its answer is made (held back by a quota: when that is sent)
+            finish = result.finish
+
+            def timed(fut):
+                try:
+                    out = finish(fut)
+                except BaseException:
+                    self._done(ctx, frame, pos, start, queue_ms, None)
+                    raise
+                if out is None or type(out) is list:
+                    self._done(ctx, frame, pos, start, queue_ms, out)
+                else:
+                    self._time_future(out, ctx, frame, pos, start, queue_ms)
+                return out
+            result.finish = timed
         else:
-            result.add_done_callback(
-                lambda f: self._done(ctx, frame, pos, start, queue_ms,
-                                     None if f.cancelled() or f.exception() else f.result()))
+            self._time_future(result, ctx, frame, pos, start, queue_ms)
         return result
+
+    def _time_future(self, fut, ctx, frame, pos, start: float, queue_ms) -> None:
+        fut.add_done_callback(
+            lambda f: self._done(ctx, frame, pos, start, queue_ms,
+                                 None if f.cancelled() or f.exception() else f.result()))
 
     def _done(self, ctx, frame, pos, start: float, queue_ms, chunks) -> None:
         total_ms = (time.perf_counter() - start) * 1000.0

@@ -6,7 +6,9 @@ read, on real files and a real socket pair. The send path (issue #18): a respons
 small slices in one sendmsg, large ones by sendfile, partial sends, IOV_MAX, files that
 shrank or went away; the reader callback kept between reads, no recv after a short read;
 responses ready together (pipelined requests answered at once, answers that arrive
-together) leave in one send, in request order."""
+together) leave in one send, in request order; an answer that comes later (EncodedLater)
+leaves from its future's done callback, the write loop left asleep, unless it cannot go
+out at once."""
 import asyncio
 import os
 import socket
@@ -16,7 +18,8 @@ import uvloop
 
 from mpbroker.protocol import framing
 from storage.slices import FileSlice
-from workers.connection import Connection, ReadBuffer
+from workers.answers import EncodedLater
+from workers.connection import INLINE_SLICE_MAX, Connection, ReadBuffer
 from workers.memory_pool import MemoryPool
 from workers.payloads import pin_records
 
@@ -803,6 +806,178 @@ def test_answers_ready_together_leave_from_the_write_loop_in_one_send():
         assert got == struct.pack(">3i", 0, 1, 2) and conn.sock.sends == 1
         disp.futures[3].set_result([struct.pack(">ii", 4, 3)])
         assert (await read_frame(b)) == struct.pack(">i", 3) and conn.sock.sends == 2
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
+
+
+class LaterDispatcher:
+    """Answers each request later: an EncodedLater whose future the test resolves with
+    the chunks to send (or an exception); `finish` as the real dispatcher's does."""
+
+    def __init__(self, finish=None):
+        self.futures: list[asyncio.Future] = []
+        self.finish = finish or (lambda fut: fut.result())
+
+    def dispatch(self, ctx, frame, pos):
+        fut = asyncio.get_running_loop().create_future()
+        self.futures.append(fut)
+        return EncodedLater(fut, self.finish)
+
+
+def _spy_write_loop(conn) -> list:
+    """The chunk counts of what the write loop sends (`_send_chunks` calls)."""
+    sent = []
+    send_chunks = conn._send_chunks
+
+    async def spy(chunks):
+        sent.append(len(chunks))
+        await send_chunks(chunks)
+    conn._send_chunks = spy
+    return sent
+
+
+def _answer(cid: int) -> list:
+    return [struct.pack(">ii", 4, cid)]
+
+
+def test_later_answers_leave_from_their_callback_in_order_and_together():
+    """A later answer goes out from its future's done callback, never through the write
+    loop; one behind an answer not ready yet waits for it; answers ready together
+    leave in one send."""
+    async def test(a, b):
+        disp = LaterDispatcher()
+        pool = MemoryPool(1 << 20)
+        conn = Connection(a, disp, 1 << 20, pool=pool)
+        conn.sock = CountingSends(a)
+        by_loop = _spy_write_loop(conn)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(b"".join(request(cid) for cid in range(4)))
+        await until(lambda: len(disp.futures) == 4)
+        disp.futures[0].set_result(_answer(0))
+        assert (await read_frame(b)) == struct.pack(">i", 0) and conn.sock.sends == 1
+        disp.futures[2].set_result(_answer(2))          # waits for 1
+        await asyncio.sleep(0.01)
+        assert conn.sock.sends == 1 and len(conn.pending) == 3
+        disp.futures[3].set_result(_answer(3))
+        disp.futures[1].set_result(_answer(1))
+        got = b"".join([await read_frame(b) for _ in range(3)])
+        assert got == struct.pack(">3i", 1, 2, 3) and conn.sock.sends == 2
+        assert by_loop == [] and not conn.pending
+        await until(lambda: pool.used == 0)
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
+
+
+def test_a_later_answer_with_a_large_slice_goes_by_the_write_loop(tmp_path):
+    """A large slice is sendfile's: the answer goes back to the head of the queue and
+    the write loop sends it; a small one is read in and sent from the callback."""
+    big = INLINE_SLICE_MAX + 100
+    large = _write(tmp_path / "big.log", b"L" * big)
+    small = _write(tmp_path / "small.log", b"s" * 10)
+
+    async def test(a, b):
+        disp = LaterDispatcher()
+        conn = Connection(a, disp, 1 << 20)
+        by_loop = _spy_write_loop(conn)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0) + request(1))
+        await until(lambda: len(disp.futures) == 2)
+        disp.futures[0].set_result([struct.pack(">ii", 4 + 10, 0), small])
+        assert (await read_frame(b)) == struct.pack(">i", 0) + b"s" * 10 and by_loop == []
+        disp.futures[1].set_result([struct.pack(">ii", 4 + big, 1), large])
+        assert (await read_frame(b)) == struct.pack(">i", 1) + b"L" * big
+        assert by_loop == [2]
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
+
+
+def test_a_later_answer_the_socket_does_not_take_whole_is_finished_by_the_write_loop():
+    """What the socket does not take of a later answer sent from its callback goes out
+    from the write loop, before the answers behind it."""
+    async def test(a, b):
+        disp = LaterDispatcher()
+        conn = Connection(a, disp, 1 << 20)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0) + request(1))
+        await until(lambda: len(disp.futures) == 2)
+        body = struct.pack(">i", 0) + b"x" * (1 << 22)
+        disp.futures[0].set_result([struct.pack(">i", len(body)), body])
+        await until(lambda: conn.bytes_out > 0)
+        disp.futures[1].set_result(_answer(1))
+        first = await read_frame(b)
+        assert first == body and (await read_frame(b)) == struct.pack(">i", 1)
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
+
+
+def test_a_later_answer_that_cannot_be_made_closes_the_connection():
+    """`finish` raising (a cancelled answer, a failure of ours): nothing more is sent,
+    the connection closes; answers before it went out."""
+    def finish(fut):
+        if isinstance(fut.result(), Exception):
+            raise fut.result()
+        return fut.result()
+
+    async def test(a, b):
+        disp = LaterDispatcher(finish)
+        conn = Connection(a, disp, 1 << 20)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0) + request(1) + request(2))
+        await until(lambda: len(disp.futures) == 3)
+        disp.futures[0].set_result(_answer(0))
+        disp.futures[1].set_result(RuntimeError("a bug of ours"))
+        disp.futures[2].set_result(_answer(2))
+        assert (await read_frame(b)) == struct.pack(">i", 0)
+        await until(lambda: conn.closed)
+        b.close()
+        await asyncio.wait_for(task, 5)
+        assert conn._dead
+    run(test, uvloop.new_event_loop)
+
+
+def test_a_later_answer_held_back_by_a_quota_goes_after_its_delay_in_order():
+    """`finish` gives an awaitable (a pre-KIP-219 throttled answer): the write loop
+    awaits it; the answer behind it waits its turn."""
+    async def test(a, b):
+        loop = asyncio.get_running_loop()
+        held = loop.create_future()
+
+        def finish(fut):
+            return held if fut.result() == "throttled" else fut.result()
+        disp = LaterDispatcher(finish)
+        conn = Connection(a, disp, 1 << 20)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0) + request(1))
+        await until(lambda: len(disp.futures) == 2)
+        disp.futures[0].set_result("throttled")
+        disp.futures[1].set_result(_answer(1))
+        await asyncio.sleep(0.01)
+        assert conn.bytes_out == 0
+        held.set_result(_answer(0))
+        assert (await read_frame(b)) + (await read_frame(b)) == struct.pack(">ii", 0, 1)
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
+
+
+def test_without_direct_sends_the_write_loop_awaits_later_answers():
+    """Through TLS (no direct sends) the write loop awaits an EncodedLater itself."""
+    class Plain(Connection):
+        DIRECT_SEND = False
+
+    async def test(a, b):
+        disp = LaterDispatcher()
+        conn = Plain(a, disp, 1 << 20)
+        by_loop = _spy_write_loop(conn)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0))
+        await until(lambda: len(disp.futures) == 1)
+        disp.futures[0].set_result(_answer(0))
+        assert (await read_frame(b)) == struct.pack(">i", 0) and by_loop == [1]
         b.close()
         await asyncio.wait_for(task, 5)
     run(test, uvloop.new_event_loop)

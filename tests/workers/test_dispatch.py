@@ -22,6 +22,7 @@ from mpbroker.protocol import codec
 from mpbroker.protocol.errors import ErrorCode as E
 from tests.mpbroker.protocol.test_error_response import Sample, _walk
 from workers import dispatch as D
+from workers.answers import EncodedLater
 from workers import handler_errors as HE
 from workers.handlers import HANDLERS, Handler
 
@@ -122,6 +123,31 @@ def test_every_registered_api_answers_a_failing_awaitable(api_key, failing):
     chunks = asyncio.run(main())
     expect = E.COORDINATOR_NOT_AVAILABLE if api_key == K.FIND_COORDINATOR else E.UNKNOWN_SERVER_ERROR
     _check(api_key, version, chunks, expect)
+
+
+def test_an_answer_that_comes_later_is_encoded_when_its_future_is_done(failing):
+    """A handler's future comes back as an EncodedLater of that very future (no task):
+    its `finish` encodes the answer, or the API's error for a failed future."""
+    version = HANDLERS[K.DELETE_TOPICS].max_version
+    futures = []
+
+    def handle(broker, ctx, req):
+        futures.append(asyncio.get_running_loop().create_future())
+        return futures[-1]
+    failing(K.DELETE_TOPICS, handle)
+    frame = _frame(K.DELETE_TOPICS, version, _request(K.DELETE_TOPICS, version))
+
+    async def main():
+        d = D.Dispatcher(FakeBroker())
+        ok = d.dispatch(Ctx(K.DELETE_TOPICS, version), frame, 0)
+        assert type(ok) is EncodedLater and ok.fut is futures[0]
+        futures[0].set_result({"throttle_time_ms": 0, "responses": []})
+        cid, resp = _response(K.DELETE_TOPICS, version, ok.finish(ok.fut))
+        assert cid == 7 and resp["responses"] == []
+        failed = d.dispatch(Ctx(K.DELETE_TOPICS, version), frame, 0)
+        futures[1].set_exception(RuntimeError("a bug"))
+        return failed.finish(failed.fut)
+    _check(K.DELETE_TOPICS, version, asyncio.run(main()), E.UNKNOWN_SERVER_ERROR)
 
 
 def test_one_warning_per_failure_and_info_when_the_controller_logged_it(failing, caplog):

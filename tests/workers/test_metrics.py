@@ -12,6 +12,7 @@ from mpbroker import config as configmod
 from mpbroker.protocol import api_keys, codec
 from storage.slices import FileSlice
 from workers import metrics
+from workers.answers import EncodedLater
 
 
 def test_histogram_buckets_are_upper_bounds():
@@ -105,6 +106,20 @@ def test_metered_dispatcher_times_delayed_answers_when_they_complete():
         await asyncio.sleep(0)
         assert sum(m.total_time[api_keys.FETCH].export()[0]) == 2
         failed.exception()
+    asyncio.run(run())
+
+
+def test_metered_dispatcher_times_an_encoded_later_answer_when_it_is_made():
+    async def run():
+        fut = asyncio.get_running_loop().create_future()
+        m = metrics.WorkerMetrics(0)
+        answer = EncodedLater(fut, lambda f: [b"done"])
+        d = metrics.MeteredDispatcher(FakeDispatcher(answer), m, log_requests=False)
+        assert d.dispatch(_ctx(api_keys.FETCH), memoryview(b""), 0) is answer
+        fut.set_result({})
+        assert api_keys.FETCH not in m.total_time
+        assert answer.finish(fut) == [b"done"]
+        assert sum(m.total_time[api_keys.FETCH].export()[0]) == 1
     asyncio.run(run())
 
 
