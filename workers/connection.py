@@ -10,7 +10,7 @@ Concurrency contract (one asyncio loop per worker process, no threads):
   produce: no response at all). The ordered queue holds one entry per request that
   expects a response, except one answered at once with nothing owed before it and no
   file slices: the reader sends that itself, the answers of all the frames of one read
-  in one `sendmsg` (`_send_now`, `_flush_out`; what the socket does not take is queued
+  in one `sendmsg` (`_send_now`, `_flush_direct`; what the socket does not take is queued
   first), so the write loop's task is not woken for it. An answer that comes later is
   an `EncodedLater` (workers/answers.py): its future's done callback encodes it and,
   when nothing before it is still owed, sends it with the answers ready behind it
@@ -187,9 +187,11 @@ class Connection:
         self._readable: asyncio.Future | None = None  # ... when it waits for bytes
         self._reading = False     # the loop's reader callback is registered
         self._writing = False     # the write loop is sending a response
-        self._out: list = []      # buffers of responses the reader sends after this read
-        self._out_charged = 0     # ... and the pool bytes their requests hold
-        self._out_header = None
+        # buffers of responses the reader sends after this read, and the pool bytes
+        # their requests hold (`_send_now`; named apart from TlsConnection's `_out`)
+        self._direct: list = []
+        self._direct_charged = 0
+        self._direct_header = None
         self.quota_host: str | None = None    # counted in the server's ConnectionQuotas
         self._files: dict[str, list] = {}     # path -> [fd, dev, ino, last use]
         self._files_timer: asyncio.TimerHandle | None = None
@@ -218,7 +220,7 @@ class Connection:
         finally:
             self.closed = True
             self._stop_reading()
-            self._flush_out()       # answers taken before a frame that ended the reading
+            self._flush_direct()    # answers taken before a frame that ended the reading
             self.wakeup.set()
             try:
                 await writer
@@ -311,11 +313,11 @@ class Connection:
             for frame in frames.feed(rb.view[:n]):
                 size = len(frame) + 4
                 if not self._start_request(frame, size):
-                    self._flush_out()
+                    self._flush_direct()
                     self._partial_to(frames.buffered)
                     return
-            if self._out:
-                self._flush_out()
+            if self._direct:
+                self._flush_direct()
             left = frames.buffered
             if left != self.partial:    # (whole frames read: 0 before and after, no call)
                 self._partial_to(left)
@@ -435,10 +437,13 @@ class Connection:
                 and self.DIRECT_SEND and session is None and not self.closed
                 and self._send_now(header, result, size)):
             return True
-        self.pending.append((header, result, size))
-        if type(result) is EncodedLater and self._callbacks:
+        pending = self.pending
+        pending.append((header, result, size))
+        if self._callbacks and type(result) is EncodedLater:
             result.fut.add_done_callback(self._answered)
-        else:
+        elif not (self._callbacks and type(pending[0][1]) is EncodedLater):
+            # (behind a later answer, whose callback sends what is ready behind it,
+            # the write loop is not woken)
             self.wakeup.set()
         if session is not None:
             if session.state == sasl_states.FAILED:
@@ -455,34 +460,34 @@ class Connection:
 
     def _send_now(self, header, chunks: list, size: int) -> bool:
         """Take a response of bytes only (no file slices) for the reader's next send
-        (`_flush_out`, after the frames of one read): pipelined requests answered at
+        (`_flush_direct`, after the frames of one read): pipelined requests answered at
         once (a producer's Produce requests, one per partition for librdkafka) leave in
         one `sendmsg`, not one each. False when it has slices: the write loop sends it."""
         for c in chunks:
             if type(c) is FileSlice:
                 return False
-        out = self._out
+        out = self._direct
         if len(out) + len(chunks) > IOV_MAX:
             if len(chunks) > IOV_MAX:
                 return False
-            self._flush_out()
+            self._flush_direct()
             if self.pending:
                 return False    # the socket did not take it all: the rest is owed first
-            out = self._out
+            out = self._direct
         out.extend(chunks)
-        self._out_charged += size
-        self._out_header = header
+        self._direct_charged += size
+        self._direct_header = header
         return True
 
-    def _flush_out(self) -> None:
+    def _flush_direct(self) -> None:
         """Send what `_send_now` took, in one system call; what the socket does not take
         goes to the front of the write loop's queue (before any response owed after)."""
-        out = self._out
+        out = self._direct
         if not out:
             return
-        charged = self._out_charged
-        self._out = []
-        self._out_charged = 0
+        charged = self._direct_charged
+        self._direct = []
+        self._direct_charged = 0
         total = 0
         for c in out:
             total += len(c)
@@ -494,7 +499,7 @@ class Connection:
             self.bytes_out += n
             self.last_active = self.clock()
         if n < total:
-            self.pending.appendleft((self._out_header, advance(out, n) if n else out,
+            self.pending.appendleft((self._direct_header, advance(out, n) if n else out,
                                      charged))
             self.wakeup.set()
         else:
@@ -521,6 +526,10 @@ class Connection:
     # ------------------------------------------------------------------ writing
     def _answered(self, fut) -> None:
         """Done callback of a later answer's future (registered by the reader)."""
+        if self._gone or self._dead:
+            if not fut.cancelled():
+                fut.exception()     # nobody answers it any more: its failure is not news
+            return
         self._pump()
 
     def _pump(self) -> None:
@@ -552,15 +561,17 @@ class Connection:
                 self._release(size)
                 if result:
                     if out is None:
-                        out = result
+                        out = list(result)
                     else:
-                        out = out + result
+                        out.extend(result)
         except _Closing:
             pass                # the answers before the one that failed still go out
         if before >= MAX_IN_FLIGHT > len(pending):
             self.wakeup.set()                   # the reader waits for room
         if out:
             self._send_ready(header, out)
+        if self.closed:
+            self.wakeup.set()   # a write loop draining before the close looks again
 
     def _send_ready(self, header, chunks: list) -> None:
         """Send `chunks` (of responses taken off the queue) now in one `sendmsg`, small
@@ -580,9 +591,9 @@ class Connection:
                     log.info("closing %s: %s", self.client_host, e)
                     self._die()
                     return
-                self._out_header = header
-                self._out = iov
-                self._flush_out()
+                self._direct_header = header
+                self._direct = iov
+                self._flush_direct()
                 return
         self.pending.appendleft((header, chunks, 0))
         self.wakeup.set()
@@ -603,11 +614,13 @@ class Connection:
         raise _Closing()
 
     def _die(self) -> None:
-        """A response failed: nothing more is sent; the write loop ends, and the reader
-        at its next read."""
+        """A response failed: nothing more is sent; the write loop ends, and so does the
+        reader (woken if it waits)."""
         self.closed = True
         self._dead = True
         self.wakeup.set()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     async def _write_loop(self) -> None:
         callbacks = self._callbacks
@@ -640,16 +653,13 @@ class Connection:
                     raise
                 except Exception:
                     log.exception("handler for api %d failed", header.api_key)
-                    self.closed = True
+                    self._die()
                     return
             self.pending.popleft()
             self._release(size)
             self.wakeup.set()  # the reader may be waiting for room
             if self.pending:
-                try:
-                    result = self._gather_ready(result)
-                except _Closing:
-                    return
+                result = self._gather_ready(result)
             if result is None:
                 continue
             self._writing = True        # no response may leave from the reader meanwhile
@@ -657,10 +667,10 @@ class Connection:
                 await self._send_chunks(result)
             except StaleSlice as e:
                 log.info("closing %s: %s", self.client_host, e)
-                self.closed = True
+                self._die()
                 return
             except OSError:
-                self.closed = True
+                self._die()
                 return
             finally:
                 self._writing = False
@@ -678,7 +688,10 @@ class Connection:
             if type(nxt) is EncodedLater and self._callbacks:
                 if not nxt.fut.done():
                     break
-                nxt = self._finished(header, nxt)
+                try:
+                    nxt = self._finished(header, nxt)
+                except _Closing:
+                    break       # what was taken before it still goes out
                 if nxt is not None and type(nxt) is not list:
                     pending[0] = (header, nxt, size)    # held back: the loop awaits it
                     break

@@ -931,11 +931,14 @@ def test_a_later_answer_that_cannot_be_made_closes_the_connection():
         disp.futures[0].set_result(_answer(0))
         disp.futures[1].set_result(RuntimeError("a bug of ours"))
         disp.futures[2].set_result(_answer(2))
-        assert (await read_frame(b)) == struct.pack(">i", 0)
-        await until(lambda: conn.closed)
-        b.close()
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, 5)     # the reader too ends, not waiting for the client
         assert conn._dead
+        b.setblocking(True)
+        b.settimeout(2)
+        got = b""
+        while chunk := b.recv(1 << 16):
+            got += chunk
+        assert got == struct.pack(">ii", 4, 0)      # answer 0, then nothing (not answer 2)
     run(test, uvloop.new_event_loop)
 
 
@@ -978,6 +981,82 @@ def test_without_direct_sends_the_write_loop_awaits_later_answers():
         await until(lambda: len(disp.futures) == 1)
         disp.futures[0].set_result(_answer(0))
         assert (await read_frame(b)) == struct.pack(">i", 0) and by_loop == [1]
+        b.close()
+        await asyncio.wait_for(task, 5)
+    run(test, uvloop.new_event_loop)
+
+
+def test_a_later_answer_owed_when_the_client_stops_sending_goes_out_then_it_closes():
+    """The client half-closes with an answer still owed (a long poll): the answer goes
+    out when it is ready, and the connection then closes (the write loop ends, the
+    close hook runs)."""
+    async def test(a, b):
+        disp = LaterDispatcher()
+        closed = []
+        conn = Connection(a, disp, 1 << 20, on_close=closed.append)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0))
+        await until(lambda: len(disp.futures) == 1)
+        b.shutdown(socket.SHUT_WR)
+        await until(lambda: conn.closed)
+        disp.futures[0].set_result(_answer(0))
+        assert (await read_frame(b)) == struct.pack(">i", 0)
+        await asyncio.wait_for(task, 5)
+        assert closed == [conn] and not conn.pending
+    run(test, uvloop.new_event_loop)
+
+
+def test_after_a_failed_send_no_later_answer_follows_on_the_broken_stream(tmp_path):
+    """A slice found shorter than promised while the write loop sends it (part of the
+    answer is on the wire): the connection closes and an answer completing afterwards
+    is not sent after the partial one."""
+    big = INLINE_SLICE_MAX + 40_000
+    seg = tmp_path / "big.log"
+    sl = _write(seg, b"L" * big)
+    os.truncate(seg, big // 2)          # the file shrank after the owner's read
+
+    async def test(a, b):
+        disp = LaterDispatcher()
+        conn = Connection(a, disp, 1 << 20)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0) + request(1))
+        await until(lambda: len(disp.futures) == 2)
+        disp.futures[0].set_result([struct.pack(">ii", 4 + big, 0), sl])
+        await until(lambda: conn.closed)
+        disp.futures[1].set_result(_answer(1))
+        await asyncio.wait_for(task, 5)
+        got = b""
+        b.setblocking(True)
+        b.settimeout(2)
+        while True:
+            chunk = b.recv(1 << 16)
+            if not chunk:
+                break
+            got += chunk
+        assert len(got) == 8 + big // 2     # the partial answer, and nothing after it
+    run(test, uvloop.new_event_loop)
+
+
+def test_an_answer_ready_at_once_behind_a_later_one_leaves_with_it():
+    """An answer ready at once but owed after a later one waits in the queue (the write
+    loop is not woken for it) and leaves with the later one, in order, in one send."""
+    class Mixed(LaterDispatcher):
+        def dispatch(self, ctx, frame, pos):
+            if ctx.correlation_id == 0:
+                return super().dispatch(ctx, frame, pos)
+            return _answer(ctx.correlation_id)
+
+    async def test(a, b):
+        disp = Mixed()
+        conn = Connection(a, disp, 1 << 20)
+        conn.sock = CountingSends(a)
+        by_loop = _spy_write_loop(conn)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0) + request(1))
+        await until(lambda: len(conn.pending) == 2)
+        disp.futures[0].set_result(_answer(0))
+        assert (await read_frame(b)) + (await read_frame(b)) == struct.pack(">ii", 0, 1)
+        assert conn.sock.sends == 1 and by_loop == []
         b.close()
         await asyncio.wait_for(task, 5)
     run(test, uvloop.new_event_loop)

@@ -122,3 +122,47 @@ def test_small_and_large_slices_of_one_response_through_tls(certs, tmp_path):
         writer.close()
         await asyncio.wait_for(task, 5)
     asyncio.run(main())
+
+
+def test_a_request_read_while_ciphertext_waits_for_the_socket_spoils_nothing(certs, tmp_path):
+    """The client sends its next request while a large answer's ciphertext waits for
+    the socket (`_out`): reading it must leave that ciphertext alone (the plain
+    connection's batch of direct answers is another buffer), and both answers arrive
+    whole."""
+    data = bytes(range(256)) * (4 << 12)                    # 4 MiB
+    path = tmp_path / "segment.log"
+    path.write_bytes(data)
+    disp = SliceDispatcher(str(path), len(data))
+
+    async def main():
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        conn = TlsConnection(a, disp, 1 << 20, security=security(certs))
+        task = asyncio.ensure_future(conn.serve())
+        ctx = ssl.create_default_context(cafile=certs.ca)
+        reader, writer = await asyncio.open_connection(sock=b, ssl=ctx,
+                                                       server_hostname="127.0.0.1",
+                                                       limit=1 << 16)
+        writer.write(request(1))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while not (conn._out is not None and len(conn._out)):   # the socket is full
+            assert loop.time() < deadline
+            await asyncio.sleep(0.005)
+        writer.write(request(2))
+        await writer.drain()
+        await until_read(disp, 2)
+        for _ in range(2):
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            assert await reader.readexactly(size) == data
+        writer.close()
+        await asyncio.wait_for(task, 5)
+    asyncio.run(main())
+
+
+async def until_read(disp, n):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while len(disp.principals) < n:
+        assert loop.time() < deadline
+        await asyncio.sleep(0.005)
