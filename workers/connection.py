@@ -280,6 +280,8 @@ class Connection:
                 self._stop_reading()
                 self.wakeup.clear()
                 await self.wakeup.wait()
+            if self.closed:
+                break           # closing (a failed response, abort): no more requests
             if self.throttled_until > self.clock():
                 self._stop_reading()
                 await self._wait_throttled()
@@ -650,10 +652,17 @@ class Connection:
                 try:
                     result = await result
                 except asyncio.CancelledError:
-                    raise
+                    if asyncio.current_task().cancelling():
+                        raise           # this write loop is cancelled
+                    log.info("closing %s: the answer to api %d was cancelled",
+                             self.client_host, header.api_key)
+                    self._die()
+                    return
                 except Exception:
                     log.exception("handler for api %d failed", header.api_key)
                     self._die()
+                    return
+                if self._dead:
                     return
             self.pending.popleft()
             self._release(size)
@@ -670,6 +679,10 @@ class Connection:
                 self._die()
                 return
             except OSError:
+                self._die()
+                return
+            except Exception:   # a bug of ours: nothing may follow a response cut short
+                log.exception("sending to %s failed", self.client_host)
                 self._die()
                 return
             finally:
@@ -872,6 +885,9 @@ class Connection:
 
     def _close(self) -> None:
         self._gone = True
+        for _, result, _ in self.pending:   # never sent: their failures are not news
+            if type(result) is EncodedLater and result.fut.done() and not result.fut.cancelled():
+                result.fut.exception()
         self._stop_reading()
         self._release(self.charged)       # incomplete frame and unanswered requests
         self._partial_to(0)

@@ -1060,3 +1060,44 @@ def test_an_answer_ready_at_once_behind_a_later_one_leaves_with_it():
         b.close()
         await asyncio.wait_for(task, 5)
     run(test, uvloop.new_event_loop)
+
+
+def test_after_a_failed_answer_the_reader_starts_no_more_requests(monkeypatch):
+    """The reader waits for room (MAX_IN_FLIGHT answers owed) when an answer fails: it
+    is woken and ends; what the client pipelined next is not started."""
+    monkeypatch.setattr("workers.connection.MAX_IN_FLIGHT", 2)
+
+    def finish(fut):
+        raise RuntimeError("a bug of ours")
+
+    async def test(a, b):
+        disp = LaterDispatcher(finish)
+        conn = Connection(a, disp, 1 << 20)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0) + request(1))
+        await until(lambda: len(disp.futures) == 2)
+        b.sendall(request(2))
+        await until(lambda: not conn._reading)      # it waits for room, unread bytes there
+        disp.futures[0].set_result(None)
+        await asyncio.wait_for(task, 5)
+        assert len(disp.futures) == 2 and conn._dead
+    run(test, uvloop.new_event_loop)
+
+
+def test_a_cancelled_answer_awaited_by_the_write_loop_closes_the_connection():
+    """Through the write loop (no direct sends, as TLS): an answer whose future is
+    cancelled closes the connection cleanly (the close hook runs)."""
+    class Plain(Connection):
+        DIRECT_SEND = False
+
+    async def test(a, b):
+        disp = HoldingDispatcher()
+        closed = []
+        conn = Plain(a, disp, 1 << 20, on_close=closed.append)
+        task = asyncio.ensure_future(conn.serve())
+        b.sendall(request(0))
+        await until(lambda: len(disp.futures) == 1)
+        disp.futures[0].cancel()
+        await asyncio.wait_for(task, 5)
+        assert closed == [conn] and conn._dead
+    run(test, uvloop.new_event_loop)
