@@ -44,6 +44,30 @@ class HoldingDispatcher:
         return fut
 
 
+class Answering:
+    """Answers each request at once with its correlation id."""
+
+    def dispatch(self, ctx, frame, pos):
+        return [struct.pack(">ii", 4, ctx.correlation_id)]
+
+
+class Mixed:
+    """Holds request `held` until the test resolves `self.held`; answers the others at
+    once, request `big` with 4 MiB (more than a socket takes in one send)."""
+
+    def __init__(self, held: int, big: int):
+        self.held_cid, self.big = held, big
+        self.held = None
+
+    def dispatch(self, ctx, frame, pos):
+        cid = ctx.correlation_id
+        if cid == self.held_cid:
+            self.held = asyncio.get_running_loop().create_future()
+            return self.held
+        body = struct.pack(">i", cid) + (b"x" * (1 << 22) if cid == self.big else b"")
+        return [struct.pack(">i", len(body)), body]
+
+
 async def until(cond, timeout=5.0):
     deadline = asyncio.get_running_loop().time() + timeout
     while not cond():
@@ -604,33 +628,52 @@ def test_the_reader_callback_stays_while_reading_and_goes_while_waiting_for_else
     run(test)
 
 
+class CountingSends:
+    """The connection's socket, counting the system calls that send and receive."""
+
+    def __init__(self, sock):
+        self.sock, self.sends, self.recvs = sock, 0, 0
+
+    def recv_into(self, *a):
+        self.recvs += 1
+        return self.sock.recv_into(*a)
+
+    def send(self, *a):
+        self.sends += 1
+        return self.sock.send(*a)
+
+    def sendmsg(self, *a):
+        self.sends += 1
+        return self.sock.sendmsg(*a)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+def _spy_write_loop(conn) -> list:
+    """The chunk counts of what the write loop sends (`_send_chunks` calls)."""
+    sent = []
+    send_chunks = conn._send_chunks
+
+    async def spy(chunks):
+        sent.append(len(chunks))
+        await send_chunks(chunks)
+    conn._send_chunks = spy
+    return sent
+
+
 def test_a_short_read_waits_for_the_next_bytes_without_another_recv():
     """One recv per request that arrives alone (a recv failing with EAGAIN after each
     was a system call per request), and a request sent meanwhile is still read."""
-    class Answering:
-        def dispatch(self, ctx, frame, pos):
-            return [struct.pack(">ii", 4, ctx.correlation_id)]
-
-    class CountingRecv:
-        def __init__(self, sock):
-            self.sock, self.calls = sock, 0
-
-        def recv_into(self, *a):
-            self.calls += 1
-            return self.sock.recv_into(*a)
-
-        def __getattr__(self, name):
-            return getattr(self.sock, name)
-
     async def test(a, b):
         conn = Connection(a, Answering(), 1 << 20)
-        conn.sock = CountingRecv(a)
+        conn.sock = CountingSends(a)
         task = asyncio.ensure_future(conn.serve())
         for cid in range(3):
             b.sendall(request(cid))
             assert (await read_frame(b)) == struct.pack(">i", cid)
             await until(lambda: conn._readable is not None)
-        assert conn.sock.calls == 3
+        assert conn.sock.recvs == 3
         b.sendall(request(7) + request(8))
         assert (await read_frame(b)) + (await read_frame(b)) == struct.pack(">ii", 7, 8)
         b.close()
@@ -642,28 +685,10 @@ def test_an_answer_ready_at_once_leaves_from_the_reader_in_order():
     """A response answered at once with nothing owed before it is sent by the reader
     (the write loop is not used for it); behind an answer not ready yet it waits its
     turn; a partial send leaves the rest to the write loop, in order."""
-    class Mixed:
-        def __init__(self):
-            self.held = None
-
-        def dispatch(self, ctx, frame, pos):
-            cid = ctx.correlation_id
-            if cid == 1:
-                self.held = asyncio.get_running_loop().create_future()
-                return self.held
-            body = struct.pack(">i", cid) + (b"x" * (1 << 22) if cid == 3 else b"")
-            return [struct.pack(">i", len(body)), body]
-
     async def test(a, b):
-        disp = Mixed()
+        disp = Mixed(held=1, big=3)
         conn = Connection(a, disp, 1 << 20)
-        chunked = []
-        send_chunks = conn._send_chunks
-
-        async def spy(chunks):
-            chunked.append(len(chunks))
-            await send_chunks(chunks)
-        conn._send_chunks = spy
+        chunked = _spy_write_loop(conn)
         task = asyncio.ensure_future(conn.serve())
         b.sendall(request(0))
         assert (await read_frame(b)) == struct.pack(">i", 0) and chunked == []   # direct
@@ -699,32 +724,12 @@ def test_before_authentication_no_frame_over_the_sasl_limit_is_read_past_the_poo
     run(test)
 
 
-class CountingSends:
-    """The connection's socket, counting the system calls that send."""
-
-    def __init__(self, sock):
-        self.sock, self.sends = sock, 0
-
-    def send(self, *a):
-        self.sends += 1
-        return self.sock.send(*a)
-
-    def sendmsg(self, *a):
-        self.sends += 1
-        return self.sock.sendmsg(*a)
-
-    def __getattr__(self, name):
-        return getattr(self.sock, name)
 
 
 def test_pipelined_requests_answered_at_once_leave_in_one_send():
     """A producer pipelines its Produce requests (librdkafka: one per partition); those
     of one read answered at once go out together in one sendmsg, in order, and their
     pool charge is returned."""
-    class Answering:
-        def dispatch(self, ctx, frame, pos):
-            return [struct.pack(">ii", 4, ctx.correlation_id)]
-
     async def test(a, b):
         pool = MemoryPool(1 << 20)
         conn = Connection(a, Answering(), 1 << 20, pool=pool)
@@ -743,20 +748,8 @@ def test_pipelined_requests_answered_at_once_leave_in_one_send():
 def test_what_the_socket_does_not_take_of_a_read_s_answers_goes_first():
     """The answers of one read are more than the socket takes: the rest leaves from the
     write loop before an answer owed behind them, in request order."""
-    class Mixed:
-        def __init__(self):
-            self.held = None
-
-        def dispatch(self, ctx, frame, pos):
-            cid = ctx.correlation_id
-            if cid == 2:
-                self.held = asyncio.get_running_loop().create_future()
-                return self.held
-            body = struct.pack(">i", cid) + (b"x" * (1 << 22) if cid == 0 else b"")
-            return [struct.pack(">i", len(body)), body]
-
     async def test(a, b):
-        disp = Mixed()
+        disp = Mixed(held=2, big=0)
         conn = Connection(a, disp, 1 << 20)
         b.sendall(request(0) + request(1) + request(2) + request(3))
         task = asyncio.ensure_future(conn.serve())
@@ -774,10 +767,6 @@ def test_what_the_socket_does_not_take_of_a_read_s_answers_goes_first():
 def test_answers_taken_before_a_frame_that_closes_the_connection_still_leave():
     """A read holds answered requests and then an unreadable frame: the answers go out
     before the connection closes."""
-    class Answering:
-        def dispatch(self, ctx, frame, pos):
-            return [struct.pack(">ii", 4, ctx.correlation_id)]
-
     async def test(a, b):
         conn = Connection(a, Answering(), 1 << 20)
         bad = struct.pack(">i", 1) + b"\xff"          # a header that cannot be parsed
@@ -811,6 +800,11 @@ def test_answers_ready_together_leave_from_the_write_loop_in_one_send():
     run(test, uvloop.new_event_loop)
 
 
+class WriteLoopOnly(Connection):
+    """A connection whose answers all go by the write loop, as through TLS."""
+    DIRECT_SEND = False
+
+
 class LaterDispatcher:
     """Answers each request later: an EncodedLater whose future the test resolves with
     the chunks to send (or an exception); `finish` as the real dispatcher's does."""
@@ -823,18 +817,6 @@ class LaterDispatcher:
         fut = asyncio.get_running_loop().create_future()
         self.futures.append(fut)
         return EncodedLater(fut, self.finish)
-
-
-def _spy_write_loop(conn) -> list:
-    """The chunk counts of what the write loop sends (`_send_chunks` calls)."""
-    sent = []
-    send_chunks = conn._send_chunks
-
-    async def spy(chunks):
-        sent.append(len(chunks))
-        await send_chunks(chunks)
-    conn._send_chunks = spy
-    return sent
 
 
 def _answer(cid: int) -> list:
@@ -969,12 +951,9 @@ def test_a_later_answer_held_back_by_a_quota_goes_after_its_delay_in_order():
 
 def test_without_direct_sends_the_write_loop_awaits_later_answers():
     """Through TLS (no direct sends) the write loop awaits an EncodedLater itself."""
-    class Plain(Connection):
-        DIRECT_SEND = False
-
     async def test(a, b):
         disp = LaterDispatcher()
-        conn = Plain(a, disp, 1 << 20)
+        conn = WriteLoopOnly(a, disp, 1 << 20)
         by_loop = _spy_write_loop(conn)
         task = asyncio.ensure_future(conn.serve())
         b.sendall(request(0))
@@ -1040,14 +1019,14 @@ def test_after_a_failed_send_no_later_answer_follows_on_the_broken_stream(tmp_pa
 def test_an_answer_ready_at_once_behind_a_later_one_leaves_with_it():
     """An answer ready at once but owed after a later one waits in the queue (the write
     loop is not woken for it) and leaves with the later one, in order, in one send."""
-    class Mixed(LaterDispatcher):
+    class LaterFirst(LaterDispatcher):
         def dispatch(self, ctx, frame, pos):
             if ctx.correlation_id == 0:
                 return super().dispatch(ctx, frame, pos)
             return _answer(ctx.correlation_id)
 
     async def test(a, b):
-        disp = Mixed()
+        disp = LaterFirst()
         conn = Connection(a, disp, 1 << 20)
         conn.sock = CountingSends(a)
         by_loop = _spy_write_loop(conn)
@@ -1087,13 +1066,10 @@ def test_after_a_failed_answer_the_reader_starts_no_more_requests(monkeypatch):
 def test_a_cancelled_answer_awaited_by_the_write_loop_closes_the_connection():
     """Through the write loop (no direct sends, as TLS): an answer whose future is
     cancelled closes the connection cleanly (the close hook runs)."""
-    class Plain(Connection):
-        DIRECT_SEND = False
-
     async def test(a, b):
         disp = HoldingDispatcher()
         closed = []
-        conn = Plain(a, disp, 1 << 20, on_close=closed.append)
+        conn = WriteLoopOnly(a, disp, 1 << 20, on_close=closed.append)
         task = asyncio.ensure_future(conn.serve())
         b.sendall(request(0))
         await until(lambda: len(disp.futures) == 1)

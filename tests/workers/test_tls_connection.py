@@ -40,6 +40,21 @@ def request(cid):
     return struct.pack(">i", len(body)) + body
 
 
+async def serve_tls(certs, disp, client_cert=None, **open_kw):
+    """A TlsConnection serving `disp` over a socket pair, its task, and a TLS client's
+    (reader, writer) on the other end."""
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    conn = TlsConnection(a, disp, 1 << 20, security=security(certs))
+    task = asyncio.ensure_future(conn.serve())
+    ctx = ssl.create_default_context(cafile=certs.ca)
+    if client_cert:
+        ctx.load_cert_chain(certs.crt(client_cert), certs.key(client_cert))
+    reader, writer = await asyncio.open_connection(sock=b, ssl=ctx,
+                                                   server_hostname="127.0.0.1", **open_kw)
+    return conn, task, reader, writer
+
+
 def run(certs, tmp_path, client_cert, check):
     data = bytes(range(256)) * (3 * TLS_CHUNK // 256 + 7)   # several TLS chunks
     path = tmp_path / "segment.log"
@@ -47,14 +62,7 @@ def run(certs, tmp_path, client_cert, check):
     disp = SliceDispatcher(str(path), len(data))
 
     async def main():
-        a, b = socket.socketpair()
-        a.setblocking(False)
-        conn = TlsConnection(a, disp, 1 << 20, security=security(certs))
-        task = asyncio.ensure_future(conn.serve())
-        ctx = ssl.create_default_context(cafile=certs.ca)
-        if client_cert:
-            ctx.load_cert_chain(certs.crt(client_cert), certs.key(client_cert))
-        reader, writer = await asyncio.open_connection(sock=b, ssl=ctx, server_hostname="127.0.0.1")
+        conn, task, reader, writer = await serve_tls(certs, disp, client_cert)
         writer.write(request(1))
         size = struct.unpack(">i", await reader.readexactly(4))[0]
         got = await reader.readexactly(size)
@@ -135,14 +143,7 @@ def test_a_request_read_while_ciphertext_waits_for_the_socket_spoils_nothing(cer
     disp = SliceDispatcher(str(path), len(data))
 
     async def main():
-        a, b = socket.socketpair()
-        a.setblocking(False)
-        conn = TlsConnection(a, disp, 1 << 20, security=security(certs))
-        task = asyncio.ensure_future(conn.serve())
-        ctx = ssl.create_default_context(cafile=certs.ca)
-        reader, writer = await asyncio.open_connection(sock=b, ssl=ctx,
-                                                       server_hostname="127.0.0.1",
-                                                       limit=1 << 16)
+        conn, task, reader, writer = await serve_tls(certs, disp, limit=1 << 16)
         writer.write(request(1))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5
