@@ -155,6 +155,12 @@ class _RawToken:
     api_key = -1
 
 
+class _Taken:
+    """The pending entry's header of the unsent rest of answers already taken off the
+    queue (one or more requests' bytes)."""
+    api_key = -1
+
+
 class Connection:
     partial = 0         # bytes of our incomplete frame, counted in the pool's `partial`
 
@@ -191,7 +197,6 @@ class Connection:
         # their requests hold (`_send_now`; named apart from TlsConnection's `_out`)
         self._direct: list = []
         self._direct_charged = 0
-        self._direct_header = None
         self.quota_host: str | None = None    # counted in the server's ConnectionQuotas
         self._files: dict[str, list] = {}     # path -> [fd, dev, ino, last use]
         self._files_timer: asyncio.TimerHandle | None = None
@@ -437,7 +442,7 @@ class Connection:
             return True  # no response expected (acks=0)
         if (type(result) is list and not self.pending and not self._writing
                 and self.DIRECT_SEND and session is None and not self.closed
-                and self._send_now(header, result, size)):
+                and self._send_now(result, size)):
             return True
         pending = self.pending
         pending.append((header, result, size))
@@ -460,7 +465,7 @@ class Connection:
     # go through the SSLObject.
     DIRECT_SEND = True
 
-    def _send_now(self, header, chunks: list, size: int) -> bool:
+    def _send_now(self, chunks: list, size: int) -> bool:
         """Take a response of bytes only (no file slices) for the reader's next send
         (`_flush_direct`, after the frames of one read): pipelined requests answered at
         once (a producer's Produce requests, one per partition for librdkafka) leave in
@@ -478,7 +483,6 @@ class Connection:
             out = self._direct
         out.extend(chunks)
         self._direct_charged += size
-        self._direct_header = header
         return True
 
     def _flush_direct(self) -> None:
@@ -501,8 +505,7 @@ class Connection:
             self.bytes_out += n
             self.last_active = self.clock()
         if n < total:
-            self.pending.appendleft((self._direct_header, advance(out, n) if n else out,
-                                     charged))
+            self.pending.appendleft((_Taken, advance(out, n) if n else out, charged))
             self.wakeup.set()
         else:
             self._release(charged)
@@ -529,8 +532,7 @@ class Connection:
     def _answered(self, fut) -> None:
         """Done callback of a later answer's future (registered by the reader)."""
         if self._gone or self._dead:
-            if not fut.cancelled():
-                fut.exception()     # nobody answers it any more: its failure is not news
+            _retrieve(fut)          # nobody answers it any more: its failure is not news
             return
         self._pump()
 
@@ -544,38 +546,27 @@ class Connection:
             return              # the write loop takes the head when its send is done
         pending = self.pending
         before = len(pending)
-        header = out = None
-        try:
-            while pending:
-                header, result, size = pending[0]
-                if type(result) is EncodedLater:
-                    if not result.fut.done():
-                        break       # its own callback comes
-                    result = self._finished(header, result)
-                    if result is not None and type(result) is not list:
-                        pending[0] = (header, result, size)
-                        self.wakeup.set()       # held back by a quota: the loop awaits it
-                        break
-                elif type(result) is not list:
-                    self.wakeup.set()           # the write loop awaits this one
-                    break
-                pending.popleft()
-                self._release(size)
-                if result:
-                    if out is None:
-                        out = list(result)
-                    else:
-                        out.extend(result)
-        except _Closing:
-            pass                # the answers before the one that failed still go out
+        if pending and type(pending[0][1]) in (list, EncodedLater):
+            # (any other head is the write loop's own to await: it is never taken here)
+            out = self._gather_ready(None)
+            if pending:
+                head = pending[0][1]
+                if type(head) is not EncodedLater or head.fut.done():
+                    # an awaitable (a quota's, another), or more than one go gathers:
+                    # the write loop's; a later answer not ready yet: its callback comes
+                    self.wakeup.set()
+        else:
+            out = None
+            if pending:
+                self.wakeup.set()               # the write loop awaits this one
         if before >= MAX_IN_FLIGHT > len(pending):
             self.wakeup.set()                   # the reader waits for room
         if out:
-            self._send_ready(header, out)
+            self._send_ready(out)
         if self.closed:
             self.wakeup.set()   # a write loop draining before the close looks again
 
-    def _send_ready(self, header, chunks: list) -> None:
+    def _send_ready(self, chunks: list) -> None:
         """Send `chunks` (of responses taken off the queue) now in one `sendmsg`, small
         slices read in; with a large slice, or more than one send's worth, they go back
         to the head of the queue for the write loop."""
@@ -593,11 +584,10 @@ class Connection:
                     log.info("closing %s: %s", self.client_host, e)
                     self._die()
                     return
-                self._direct_header = header
                 self._direct = iov
                 self._flush_direct()
                 return
-        self.pending.appendleft((header, chunks, 0))
+        self.pending.appendleft((_Taken, chunks, 0))
         self.wakeup.set()
 
     def _finished(self, header, answer: EncodedLater):
@@ -886,8 +876,8 @@ class Connection:
     def _close(self) -> None:
         self._gone = True
         for _, result, _ in self.pending:   # never sent: their failures are not news
-            if type(result) is EncodedLater and result.fut.done() and not result.fut.cancelled():
-                result.fut.exception()
+            if type(result) is EncodedLater and result.fut.done():
+                _retrieve(result.fut)
         self._stop_reading()
         self._release(self.charged)       # incomplete frame and unanswered requests
         self._partial_to(0)
@@ -903,6 +893,12 @@ class Connection:
             pass
         if self.on_close:
             self.on_close(self)
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    """Mark a done future's failure as seen (asyncio logs an unseen one)."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _identity(fd: int) -> tuple[int, int] | None:
