@@ -819,6 +819,18 @@ class LaterDispatcher:
         return EncodedLater(fut, self.finish)
 
 
+async def _answers_owed(cls, disp, a, b, n: int = 1):
+    """A `cls` connection serving `disp` with requests 0..n-1 dispatched and their
+    answers owed: (connection, its serve task, the connections its close hook was
+    called with)."""
+    closed = []
+    conn = cls(a, disp, 1 << 20, on_close=closed.append)
+    task = asyncio.ensure_future(conn.serve())
+    b.sendall(b"".join(request(cid) for cid in range(n)))
+    await until(lambda: len(disp.futures) == n)
+    return conn, task, closed
+
+
 def _answer(cid: int) -> list:
     return [struct.pack(">ii", 4, cid)]
 
@@ -881,10 +893,7 @@ def test_a_later_answer_the_socket_does_not_take_whole_is_finished_by_the_write_
     from the write loop, before the answers behind it."""
     async def test(a, b):
         disp = LaterDispatcher()
-        conn = Connection(a, disp, 1 << 20)
-        task = asyncio.ensure_future(conn.serve())
-        b.sendall(request(0) + request(1))
-        await until(lambda: len(disp.futures) == 2)
+        conn, task, _ = await _answers_owed(Connection, disp, a, b, 2)
         body = struct.pack(">i", 0) + b"x" * (1 << 22)
         disp.futures[0].set_result([struct.pack(">i", len(body)), body])
         await until(lambda: conn.bytes_out > 0)
@@ -906,10 +915,7 @@ def test_a_later_answer_that_cannot_be_made_closes_the_connection():
 
     async def test(a, b):
         disp = LaterDispatcher(finish)
-        conn = Connection(a, disp, 1 << 20)
-        task = asyncio.ensure_future(conn.serve())
-        b.sendall(request(0) + request(1) + request(2))
-        await until(lambda: len(disp.futures) == 3)
+        conn, task, _ = await _answers_owed(Connection, disp, a, b, 3)
         disp.futures[0].set_result(_answer(0))
         disp.futures[1].set_result(RuntimeError("a bug of ours"))
         disp.futures[2].set_result(_answer(2))
@@ -934,10 +940,7 @@ def test_a_later_answer_held_back_by_a_quota_goes_after_its_delay_in_order():
         def finish(fut):
             return held if fut.result() == "throttled" else fut.result()
         disp = LaterDispatcher(finish)
-        conn = Connection(a, disp, 1 << 20)
-        task = asyncio.ensure_future(conn.serve())
-        b.sendall(request(0) + request(1))
-        await until(lambda: len(disp.futures) == 2)
+        conn, task, _ = await _answers_owed(Connection, disp, a, b, 2)
         disp.futures[0].set_result("throttled")
         disp.futures[1].set_result(_answer(1))
         await asyncio.sleep(0.01)
@@ -971,11 +974,7 @@ def test_a_later_answer_owed_when_the_client_stops_sending_goes_out_then_it_clos
     close hook runs)."""
     async def test(a, b):
         disp = LaterDispatcher()
-        closed = []
-        conn = Connection(a, disp, 1 << 20, on_close=closed.append)
-        task = asyncio.ensure_future(conn.serve())
-        b.sendall(request(0))
-        await until(lambda: len(disp.futures) == 1)
+        conn, task, closed = await _answers_owed(Connection, disp, a, b)
         b.shutdown(socket.SHUT_WR)
         await until(lambda: conn.closed)
         disp.futures[0].set_result(_answer(0))
@@ -996,10 +995,7 @@ def test_after_a_failed_send_no_later_answer_follows_on_the_broken_stream(tmp_pa
 
     async def test(a, b):
         disp = LaterDispatcher()
-        conn = Connection(a, disp, 1 << 20)
-        task = asyncio.ensure_future(conn.serve())
-        b.sendall(request(0) + request(1))
-        await until(lambda: len(disp.futures) == 2)
+        conn, task, _ = await _answers_owed(Connection, disp, a, b, 2)
         disp.futures[0].set_result([struct.pack(">ii", 4 + big, 0), sl])
         await until(lambda: conn.closed)
         disp.futures[1].set_result(_answer(1))
@@ -1051,10 +1047,7 @@ def test_after_a_failed_answer_the_reader_starts_no_more_requests(monkeypatch):
 
     async def test(a, b):
         disp = LaterDispatcher(finish)
-        conn = Connection(a, disp, 1 << 20)
-        task = asyncio.ensure_future(conn.serve())
-        b.sendall(request(0) + request(1))
-        await until(lambda: len(disp.futures) == 2)
+        conn, task, _ = await _answers_owed(Connection, disp, a, b, 2)
         b.sendall(request(2))
         await until(lambda: not conn._reading)      # it waits for room, unread bytes there
         disp.futures[0].set_result(None)
@@ -1068,11 +1061,7 @@ def test_a_cancelled_answer_awaited_by_the_write_loop_closes_the_connection():
     cancelled closes the connection cleanly (the close hook runs)."""
     async def test(a, b):
         disp = HoldingDispatcher()
-        closed = []
-        conn = WriteLoopOnly(a, disp, 1 << 20, on_close=closed.append)
-        task = asyncio.ensure_future(conn.serve())
-        b.sendall(request(0))
-        await until(lambda: len(disp.futures) == 1)
+        conn, task, closed = await _answers_owed(WriteLoopOnly, disp, a, b)
         disp.futures[0].cancel()
         await asyncio.wait_for(task, 5)
         assert closed == [conn] and conn._dead
