@@ -321,21 +321,38 @@ class _EncoderGen(_Gen):
         else:
             self.emit(ind, f"b += {classic!r}")
 
-    def fixed_run(self, ind: int, run: list[str], types: list[str]) -> None:
+    def fixed_run(self, ind: int, run: list, types: list[str]) -> None:
+        """Pack a run of fixed-size fields at once. `run`: [(fast, slow)] expressions
+        of their values; the fast ones (subscripts) are tried first, the slow ones
+        (`get` with the default) only when a field is missing (KeyError)."""
         if not run:
             return
-        fmt = "".join(FIXED_TYPES[t][0] for t in types)
-        self.emit(ind, f"b += {self.struct_fn(fmt, 'p')}({', '.join(run)})")
+        fn = self.struct_fn("".join(FIXED_TYPES[t][0] for t in types), "p")
+        fast = ", ".join(f for f, _ in run)
+        slow = ", ".join(s for _, s in run)
+        if fast == slow:
+            self.emit(ind, f"b += {fn}({fast})")
+        else:
+            self.emit(ind, f"try: b += {fn}({fast})")
+            self.emit(ind, f"except KeyError: b += {fn}({slow})")
         run.clear()
         types.clear()
 
-    def getter(self, f: Field, src: str) -> str:
+    def getter(self, f: Field, src: str) -> tuple[str, str]:
+        """(subscript, `get` with the field's default) of field `f` of dict `src`: an
+        answer usually has every field, and a subscript costs less than a call."""
         dv = default_value(f, self.version)
+        fast = f"{src}[{f.snake!r}]"
         if f.is_struct and not f.is_array:
-            return f"{src}.get({f.snake!r})"
+            return fast, f"{src}.get({f.snake!r})"
         if isinstance(dv, list):
-            return f"{src}.get({f.snake!r}, ())"
-        return f"{src}.get({f.snake!r}, {dv!r})"
+            return fast, f"{src}.get({f.snake!r}, ())"
+        return fast, f"{src}.get({f.snake!r}, {dv!r})"
+
+    def get_into(self, ind: int, x: str, f: Field, src: str) -> None:
+        fast, slow = self.getter(f, src)
+        self.emit(ind, f"try: {x} = {fast}")
+        self.emit(ind, f"except KeyError: {x} = {slow}")
 
     def struct_body(self, fields: list[Field], src: str, ind: int) -> None:
         present, regular, tagged = self.split(fields)
@@ -348,7 +365,7 @@ class _EncoderGen(_Gen):
                 continue
             self.fixed_run(ind, run, types)
             x = self.var("x")
-            self.emit(ind, f"{x} = {self.getter(f, src)}")
+            self.get_into(ind, x, f, src)
             self.value(f, x, ind, self.field_flexible(f))
         self.fixed_run(ind, run, types)
         if self.flexible:
@@ -359,30 +376,31 @@ class _EncoderGen(_Gen):
             self.emit(ind, "b.append(0)")
             return
         tg, saved = self.var("tg"), self.var("sb")
-        self.emit(ind, f"{tg} = []")
+        self.emit(ind, f"{tg} = None")     # a list only once a field is present
         for f in tagged:
+            # a tagged field that is absent is not written, as one equal to its
+            # default: the common case costs a membership test
             x = self.var("x")
             dv = default_value(f, self.version)
             if f.is_struct and not f.is_array:
-                self.emit(ind, f"{x} = {src}.get({f.snake!r})")
                 cond = f"{x} is not None and {x} != {dv!r}" if dv is not None else f"{x} is not None"
             elif dv is None:
-                self.emit(ind, f"{x} = {src}.get({f.snake!r})")
                 cond = f"{x} is not None"
             elif isinstance(dv, list):
-                self.emit(ind, f"{x} = {src}.get({f.snake!r})")
                 cond = x
             else:
-                self.emit(ind, f"{x} = {src}.get({f.snake!r}, {dv!r})")
                 cond = f"{x} != {dv!r}"
-            self.emit(ind, f"if {cond}:")
-            self.emit(ind + 1, f"{saved} = b; b = _bytearray()")
+            self.emit(ind, f"if {f.snake!r} in {src}:")
+            self.emit(ind + 1, f"{x} = {src}[{f.snake!r}]")
+            self.emit(ind + 1, f"if {cond}:")
+            self.emit(ind + 2, f"{saved} = b; b = _bytearray()")
             if f.type in FIXED_TYPES:
-                self.fixed_run(ind + 1, [x], [f.type])
+                self.fixed_run(ind + 2, [(x, x)], [f.type])
             else:
-                self.value(f, x, ind + 1, True)
-            self.emit(ind + 1, f"{tg}.append(({f.tag}, b)); b = {saved}")
-        self.emit(ind, f"if not {tg}: b.append(0)")
+                self.value(f, x, ind + 2, True)
+            self.emit(ind + 2, f"if {tg} is None: {tg} = []")
+            self.emit(ind + 2, f"{tg}.append(({f.tag}, b)); b = {saved}")
+        self.emit(ind, f"if {tg} is None: b.append(0)")
         self.emit(ind, "else:")
         self.emit(ind + 1, f"b += _uvb(_len({tg}))")
         self.emit(ind + 1, f"for tag, data in {tg}:")
@@ -442,7 +460,7 @@ class _EncoderGen(_Gen):
                 self.emit(ind, f"if {x} is None: {x} = {{}}")
             self.struct_body(f.fields, x, ind)
         else:
-            self.fixed_run(ind, [x], [t])
+            self.fixed_run(ind, [(x, x)], [t])
 
 
 # ------------------------------------------------------------ caches and API

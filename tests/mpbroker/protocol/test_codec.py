@@ -226,6 +226,34 @@ def test_missing_keys_mean_defaults():
     assert "replica_state" not in back                      # v15+ only
 
 
+
+def test_a_field_missing_from_a_run_encodes_as_its_default():
+    # the encoder reads every field of a fixed-size run by subscript and falls back to
+    # the defaults when one is missing: the bytes are those of the full body
+    full = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic_id": b"\x01" * 16, "partitions": [
+            {"partition_index": 3, "error_code": 0, "high_watermark": 0,
+             "last_stable_offset": -1, "log_start_offset": -1,
+             "aborted_transactions": None, "preferred_read_replica": -1,
+             "records": []}]}]}
+    part = {k: v for k, v in full["responses"][0]["partitions"][0].items()
+            if k not in ("high_watermark", "aborted_transactions", "preferred_read_replica")}
+    sparse = {"session_id": 0, "responses": [{"topic_id": b"\x01" * 16,
+                                              "partitions": [part]}]}
+    assert b"".join(codec.encode_response(1, 16, sparse)) == \
+        b"".join(codec.encode_response(1, 16, full))
+    # a tagged field absent, or equal to its default, is not written; another is
+    tagged = {**part, "diverging_epoch": {"epoch": -1, "end_offset": -1}}
+    assert b"".join(codec.encode_response(1, 16, {"responses": [
+        {"topic_id": b"\x01" * 16, "partitions": [tagged]}]})) == \
+        b"".join(codec.encode_response(1, 16, full))
+    tagged["diverging_epoch"] = {"epoch": 4, "end_offset": 9}
+    back = codec.decode_response(1, 16, b"".join(codec.encode_response(1, 16, {"responses": [
+        {"topic_id": b"\x01" * 16, "partitions": [tagged]}]})))
+    assert back["responses"][0]["partitions"][0]["diverging_epoch"] == \
+        {"epoch": 4, "end_offset": 9}
+
+
 def test_unsupported_versions():
     with pytest.raises(UnsupportedVersion):
         codec.decode_request(0, 12, b"")
