@@ -180,3 +180,25 @@ def test_a_placement_revision_is_acknowledged_once_its_new_logs_are_open(tmp_pat
         finally:
             assert b.shutdown() == 0
     run(main())
+
+
+def test_topic_names_by_id_follow_each_new_metadata(tmp_path):
+    a, b_id, c = (model.generate_topic_id() for _ in range(3))
+    md = metadata(topic("a", 1, a), topic("b", 1, b_id), epoch=2)
+
+    async def main():
+        b = make_broker(tmp_path, metadata(epoch=1))
+        try:
+            assert b.topic_name_for_id(a) is None
+            b.metadata = md
+            assert (b.topic_name_for_id(a), b.topic_name_for_id(b_id)) == ("a", "b")
+            assert b.topic_name_for_id(c) is None
+            # "b" deleted and made again under a new id, "c" created
+            b.metadata = metadata(topic("a", 1, a), topic("b", 1, c), epoch=3)
+            assert b.topic_name_for_id(b_id) is None and b.topic_name_for_id(c) == "b"
+            assert b.topic_name_for_id(a) == "a"
+            b.metadata = None
+            assert b.topic_name_for_id(a) is None
+        finally:
+            b.shutdown()
+    run(main())
