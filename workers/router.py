@@ -93,6 +93,7 @@ from workers.scope import PARTITION, Scope
 log = logging.getLogger(__name__)
 
 OWNER_CACHE = 1 << 16       # cached placement answers (cleared when full)
+SHAPE_CACHE = 1 << 10       # cached placements of request shapes (`place`)
 # (principal, listener name, security protocol) of a request forwarded without "who"
 NOBODY = (ANONYMOUS, None, "PLAINTEXT")
 
@@ -319,6 +320,20 @@ class RemoteContext:
         self.principal, self.listener_name, self.security_protocol = msg.get("who", NOBODY)
 
 
+class _Shape:
+    """A request shape's placement (`Router.placed`): {key: owner}, the keys counted
+    (those that exist, each occurrence), whether every key is the front's own, and
+    the requests of this shape not yet counted per partition."""
+
+    __slots__ = ("owners", "counted", "mine", "hits")
+
+    def __init__(self, owners: dict, counted, mine: bool):
+        self.owners = owners
+        self.counted = counted
+        self.mine = mine
+        self.hits = 0
+
+
 class Router:
     """`run_part(ctx, body)`: a forwarded part's answer (now or later, workers/answers.py)
     through the registry, failures answered as the API's error response; only
@@ -343,7 +358,12 @@ class Router:
         # partition-level requests this worker received as the front, per (topic,
         # partition) whoever owns it: the request-rate input of placement balancing
         # (mpbroker/controller/balance.py; the controller sums the workers' counts)
-        self.partition_requests: collections.Counter = collections.Counter()
+        self._requests: collections.Counter = collections.Counter()
+        # `place`'s placements by request shape (its keys, in order), valid while the
+        # owners are those of `_shapes_token` (`owners_token`); each counts its requests
+        # until they are added to `_requests` (`_fold_shapes`)
+        self._shapes: dict[tuple, _Shape] = {}
+        self._shapes_token = None
         self._owners_md = None      # the metadata and placement table `_owners` is of
         self._owners_of = None
         self._owners: dict[tuple[str, int], int] = {}
@@ -457,14 +477,38 @@ class Router:
         return w if link is not None and not link.closed else self.me
 
     def place(self, keys) -> dict:
-        """{(topic, partition): `owner`} of `keys`, counted as `count` does (each
-        occurrence of a partition that exists) in the same pass."""
+        """{(topic, partition): `owner`} of `keys` (not to be changed: it may be
+        shared), counted as `count` does (each occurrence of a partition that exists)."""
+        return self.placed(keys).owners
+
+    def placed(self, keys: list) -> "_Shape":
+        """`place` of `keys`, and whether they are all this worker's (`mine`). A
+        consumer sends the same partitions in every Fetch: each shape (the keys in
+        order) is placed once while the owners stay as they are (`owners_token`), and
+        counted by one increment per request, added to the per-partition counts when
+        those are read (`partition_requests`)."""
         md = self.broker.metadata
-        me = self.me
         if md is None:
-            return dict.fromkeys(keys, me)
-        owners, count, live = self._owners_now(md), self.partition_requests, self._live
+            return _Shape(dict.fromkeys(keys, self.me), (), True)
+        token = self._shapes_token
+        if token is None or not self.owners_same(token):
+            self._fold_shapes()
+            self._shapes.clear()
+            self._shapes_token = self.owners_token()
+        shape = tuple(keys)
+        entry = self._shapes.get(shape)
+        if entry is None:
+            if len(self._shapes) >= SHAPE_CACHE:
+                self._fold_shapes()
+                self._shapes.clear()
+            entry = self._shapes[shape] = self._place(md, keys)
+        entry.hits += 1
+        return entry
+
+    def _place(self, md, keys) -> "_Shape":
+        me, owners, live = self.me, self._owners_now(md), self._live
         out = {}
+        counted = []
         lives: dict[int, int] = {}      # each other owner's link looked at once per call
         for key in keys:
             w = owners.get(key)
@@ -473,14 +517,31 @@ class Router:
                 if w is None:
                     out[key] = me
                     continue
-            count[key] += 1
+            counted.append(key)
             if w != me:
                 lw = lives.get(w)
                 if lw is None:
                     lw = lives[w] = live(w)
                 w = lw
             out[key] = w
-        return out
+        return _Shape(out, counted, all(w == me for w in out.values()))
+
+    def _fold_shapes(self) -> None:
+        """The requests counted per shape into the per-partition counts."""
+        count = self._requests
+        for entry in self._shapes.values():
+            n = entry.hits
+            if n:
+                entry.hits = 0
+                for key in entry.counted:
+                    count[key] += n
+
+    @property
+    def partition_requests(self) -> collections.Counter:
+        """Partition-level requests this worker received as the front, per (topic,
+        partition) whoever owns it: the request-rate input of placement balancing."""
+        self._fold_shapes()
+        return self._requests
 
     def _coordinator_key(self, topic: str, key: str | None) -> tuple[str, int] | None:
         """(internal topic, partition) of the coordinator of `key`, None when unknown."""
@@ -518,7 +579,7 @@ class Router:
         md = self.broker.metadata
         if md is None:
             return
-        topics, count = md.topics, self.partition_requests
+        topics, count = md.topics, self._requests
         owners = self._owners_now(md)       # partitions known to exist
         for key in keys:
             if key in owners:
@@ -534,10 +595,11 @@ class Router:
         md = self.broker.metadata
         topics = md.topics if md is not None else {}
         out = []
-        for key, n in list(self.partition_requests.items()):
+        counts = self.partition_requests
+        for key, n in list(counts.items()):
             t = topics.get(key[0])
             if t is None or key[1] not in t.partitions:
-                del self.partition_requests[key]
+                del counts[key]
             else:
                 out.append([key[0], key[1], n])
         return out
@@ -679,7 +741,7 @@ class Router:
         gid = req.get("group_id")
         tp = self._coordinator_key(OFFSETS_TOPIC, gid)
         if tp is not None:
-            self.partition_requests[tp] += 1
+            self._requests[tp] += 1
         return self._to_worker(self.owner(*tp) if tp is not None else self.me,
                                ctx, req, handle)
 

@@ -428,8 +428,10 @@ def test_place_counts_like_count_and_answers_like_owner():
     assert [r.owner(*k) for k in keys] == [1, 0, 1, 0, 0]
     assert calls == [("a", 1), ("a", 2)]               # cached: asked once each
     r.peers[1].closed = True                           # an unreachable owner: here
+    r.links_changed += 1                               # (what closing its link does)
     assert r.place([("a", 1)]) == {("a", 1): 0} and r.owner("a", 1) == 0
     r.peers[1].closed = False
+    r.links_changed += 1
     B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(lambda t, p: 0)})()
     assert r.owner("a", 1) == 0                        # a new table: asked again
     B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(owner)})()
@@ -438,6 +440,38 @@ def test_place_counts_like_count_and_answers_like_owner():
     before = dict(r.partition_requests)
     assert r.place([("a", 1)]) == {("a", 1): 0} and r.owner("a", 1) == 0
     assert r.partition_requests == before
+
+
+def test_a_request_shape_is_placed_once_and_counted_per_request():
+    """A consumer's every Fetch names the same partitions: `placed` places that shape
+    once while the owners stay as they are and counts each request, in the counts the
+    balancer reads; a new table, new metadata or a link that opens or closes places it
+    again, without losing what was counted."""
+    r, B = _counting_router({"a": 4})
+    calls = []
+
+    def owner(t, p):
+        calls.append((t, p))
+        return p % 2
+    B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(owner)})()
+    r.peers[1] = _Link()
+    keys = [("a", 0), ("a", 1), ("a", 9)]
+    first = r.placed(keys)
+    assert first.owners == {("a", 0): 0, ("a", 1): 1, ("a", 9): 0} and not first.mine
+    for _ in range(9):
+        assert r.placed(list(keys)) is first
+    assert r.placed([("a", 0), ("a", 2)]).mine          # another shape, all this worker's
+    assert calls == [("a", 0), ("a", 1), ("a", 2)]
+    assert r.partition_requests == {("a", 0): 11, ("a", 1): 10, ("a", 2): 1}
+    assert r.placed(keys) is first
+    r.links_changed += 1                                # worker 1's link closed
+    r.peers[1].closed = True
+    again = r.placed(keys)
+    assert again is not first and again.mine
+    assert r.request_counts() == [["a", 0, 13], ["a", 1, 12], ["a", 2, 1]]
+    B.metadata = _md_with_partitions({"a": 1})          # partitions 1-3 gone
+    assert r.placed(keys).owners == {("a", 0): 0, ("a", 1): 0, ("a", 9): 0}
+    assert r.request_counts() == [["a", 0, 14]]
 
 
 def test_an_owner_publishes_the_state_of_what_a_front_asked_for(tmp_path):

@@ -51,9 +51,8 @@ def fan_out(router, ctx, req, handle):
         s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
         if s is not None:
             reads.extend(s.partitions)
-    owners = router.place(reads)      # counted for placement balancing, and placed
-    me = router.me
-    if all(w == me for w in owners.values()):
+    placed = router.placed(reads)     # counted for placement balancing, and placed
+    if placed.mine:
         return handle(broker, ctx, req)
     fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
                                              requested, forgotten,
@@ -63,7 +62,7 @@ def fan_out(router, ctx, req, handle):
         return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
                 "responses": []}
     return Fanout(router, ctx, req, FetchPlan(broker, ctx, req, fctx, unknown_ids),
-                  owners).run()
+                  placed.owners).run()
 
 
 class Fanout:

@@ -11,7 +11,7 @@ from storage.batch import BatchBuilder
 from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx, fetch_req, produce
 from workers.handlers.fetch.fanout import fan_out
 from workers.partition_states import RemoteStates, state_of
-from workers.router import PeerGone, Router
+from workers.router import PeerGone, Router, _Shape
 
 
 class FakeRouter:
@@ -40,9 +40,10 @@ class FakeRouter:
     def count(self, keys):
         self.counted.extend(keys)
 
-    def place(self, keys):
+    def placed(self, keys):
         self.count(keys)
-        return {k: self.owner(*k) for k in keys}
+        owners = {k: self.owner(*k) for k in keys}
+        return _Shape(owners, keys, all(w == self.me for w in owners.values()))
 
     def forward(self, wid, ctx, body, sub_keys=None):
         if not self.reachable:
