@@ -411,9 +411,9 @@ def test_describe_producers_split_by_owner_keeps_request_order():
             for t in merged["topics"]] == [("a", [3, 0, 1]), ("b", [2])]
 
 
-def test_place_counts_like_count_and_answers_like_owner():
-    """`place` (Fetch's front): one pass that counts each occurrence of a partition
-    that exists and gives each key its `owner`; placement answers are cached per table."""
+def _placing_router():
+    """A 2-worker router over topic "a" (4 partitions: p % 2's), worker 1 reachable;
+    `calls` lists what its placement table was asked."""
     r, B = _counting_router({"a": 4})
     calls = []
 
@@ -422,6 +422,12 @@ def test_place_counts_like_count_and_answers_like_owner():
         return p % 2
     B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(owner)})()
     r.peers[1] = _Link()
+    return r, B, calls
+
+def test_place_counts_like_count_and_answers_like_owner():
+    """`place` (Fetch's front): one pass that counts each occurrence of a partition
+    that exists and gives each key its `owner`; placement answers are cached per table."""
+    r, B, calls = _placing_router()
     keys = [("a", 1), ("a", 2), ("a", 1), ("a", 9), ("nope", 0)]
     assert r.place(keys) == {("a", 1): 1, ("a", 2): 0, ("a", 9): 0, ("nope", 0): 0}
     assert r.partition_requests == {("a", 1): 2, ("a", 2): 1}
@@ -432,9 +438,10 @@ def test_place_counts_like_count_and_answers_like_owner():
     assert r.place([("a", 1)]) == {("a", 1): 0} and r.owner("a", 1) == 0
     r.peers[1].closed = False
     r.links_changed += 1
+    table = B.placement
     B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(lambda t, p: 0)})()
     assert r.owner("a", 1) == 0                        # a new table: asked again
-    B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(owner)})()
+    B.placement = table
     assert r.owner("a", 1) == 1
     B.metadata = _md_with_partitions({})               # "a" deleted: new metadata
     before = dict(r.partition_requests)
@@ -447,14 +454,7 @@ def test_a_request_shape_is_placed_once_and_counted_per_request():
     once while the owners stay as they are and counts each request, in the counts the
     balancer reads; a new table, new metadata or a link that opens or closes places it
     again, without losing what was counted."""
-    r, B = _counting_router({"a": 4})
-    calls = []
-
-    def owner(t, p):
-        calls.append((t, p))
-        return p % 2
-    B.placement = type("P", (), {"num_workers": 2, "owner": staticmethod(owner)})()
-    r.peers[1] = _Link()
+    r, B, calls = _placing_router()
     keys = [("a", 0), ("a", 1), ("a", 9)]
     first = r.placed(keys)
     assert first.owners == {("a", 0): 0, ("a", 1): 1, ("a", 9): 0} and not first.mine
