@@ -18,11 +18,13 @@ Long polling happens on the front alone: when nothing read, asked or published h
 news, the Fetch parks in this worker's fetch purgatory watching every partition it
 reads (`DelayedFanout`), its own partitions as any DelayedFetch counts them and the
 other workers' through their published state (an owner's "state" message checks the
-keys it names). On completion or expiry the front reads again: its own partitions,
-the published state of the others (and their files, where it says where), and asks the
-owners of the partitions that have news it cannot read. A caught-up long poll thus
-costs the front only, and a wake-up at most one answer from the owner whose partition
-changed (not one from each worker).
+keys it names). It parks right after the pass that found nothing, from that pass's
+counters. On completion or expiry the front passes again over the partitions whose
+state is no longer what the first pass answered (the others keep their caught-up
+answers): its own, the published state of the others (and their files, where it says
+where), and asks the owners of the partitions that have news it cannot read. A
+caught-up long poll thus costs the front only, and a wake-up at most one answer from
+the owner whose partition changed (not one from each worker).
 
 Followers (replica_id >= 0) are asked every time: their fetch offset is what moves the
 owner's high watermark. An owner that is gone has its part read here (this worker
@@ -35,7 +37,7 @@ import asyncio
 from storage import convert
 from workers.delayed import DelayedFetch
 from workers.handlers.fetch.plan import (FetchPlan, PartPlan, records_size, replica_id,
-                                         requested_partitions)
+                                         requested_partitions, still_answers)
 from workers.payloads import pin_records
 from workers.router import PeerGone, fetch_subrequest
 
@@ -110,12 +112,20 @@ class Fanout:
             return self._answer_asked(found, self._ask(found, asks))
         if self.news or self.plan.max_wait_ms <= 0 or not self.plan.fctx.partitions:
             return self._assemble(found)
-        return self._park_then_answer()
+        # parked now, right after the pass took its counters (nothing ran since). When
+        # it found no records, every answer is a caught-up one, kept on wake-up while
+        # its state stays the same; records found (below min_bytes) are read again.
+        return self._answer_parked(self._park(check=False),
+                                   None if self.found_bytes else found)
 
-    def _pass(self, found: dict) -> dict[int, list]:
-        """Read this worker's partitions and answer the others' quiet ones into
-        `found`; the others' {owner: [CachedPartition]} to ask. Sets `news`."""
+    def _pass(self, found: dict, local: list | None = None,
+              remote: dict | None = None) -> dict[int, list]:
+        """Read this worker's partitions (`local`, default all) and answer the others'
+        quiet ones (`remote`, {owner: [CachedPartition]}, default all) into `found`;
+        the others' {owner: [CachedPartition]} to ask. Sets `news`."""
         plan, committed, start = self.plan, self.committed, self.start
+        local = self.local if local is None else local
+        remote = self.remote if remote is None else remote
         asks: dict[int, list] = {}
         # {key: (owner, bytes)} read here from the owners' files: told to them as their
         # bytes out once the answer is assembled from this pass
@@ -125,8 +135,8 @@ class Fanout:
             states = self.router.states
             quiet, read = states.quiet, states.read
             # what an owner would be given if asked (an upper bound: fewer may be asked)
-            share = max(1, plan.max_bytes // max(1, len(self.remote) + bool(self.local)))
-            for w, cps in self.remote.items():
+            share = max(1, plan.max_bytes // max(1, len(remote) + bool(local)))
+            for w, cps in remote.items():
                 used = 0
                 for cp in cps:
                     key = (cp.topic, cp.partition)
@@ -148,13 +158,13 @@ class Fanout:
                 read_total += used
             self.found_bytes += read_total
         else:
-            asks = {w: list(cps) for w, cps in self.remote.items()}
+            asks = {w: list(cps) for w, cps in remote.items()}
         # what is left of max_bytes, shared by the asked owners and this worker's read
         self.budget = max(1, (plan.max_bytes - read_total)
-                          // max(1, len(asks) + bool(self.local)))
-        if self.local:
+                          // max(1, len(asks) + bool(local)))
+        if local:
             results, total, error = PartPlan(self.broker, self.ctx, self._part_req(),
-                                             self.local).read_all()
+                                             local).read_all()
             partition = self.broker.partition
             for cp, data in results:
                 key = (cp.topic, cp.partition)
@@ -225,23 +235,65 @@ class Fanout:
     async def _answer_asked(self, found: dict, waiting: list):
         await self._collect(found, waiting)
         if not self.news and self.plan.max_wait_ms > 0:
-            return await self._park_then_answer()
+            # the owners' answers came meanwhile: what changed since is counted at once
+            return await self._answer_parked(self._park(check=True), None)
         return self._assemble(found)
 
-    async def _park_then_answer(self):
+    def _park(self, check: bool) -> asyncio.Future:
+        """Park in the fetch purgatory, counting from the pass's counters (`start`);
+        the future resolves on completion or expiry. `check`: count what changed since
+        they were taken (False right after the pass: nothing can have, unless a
+        partition is already gone)."""
         self.remote_keys = {(cp.topic, cp.partition) for cps in self.remote.values()
                             for cp in cps}
         future = asyncio.get_running_loop().create_future()
         op = DelayedFanout(self.plan, future, self._lookup, self.start, self.found_bytes)
-        self.broker.fetch_purgatory.try_complete_else_watch(op, list(op.start_bytes))
+        self.broker.fetch_purgatory.try_complete_else_watch(op, list(op.start_bytes),
+                                                            check=check or op.gone)
+        return future
+
+    async def _answer_parked(self, future: asyncio.Future, found: dict | None):
+        """The answer after a park: a pass over the partitions whose state is no longer
+        what `found` (the caught-up answers the park followed; None: unknown) answered,
+        or over every partition when owners may have changed meanwhile."""
         await future
         if not self.router.owners_same(self._split_at):
             self._split({})         # owners may have changed meanwhile
-        found: dict[tuple, dict] = {}
-        asks = self._pass(found)
+            found = None
+        if found is None:
+            found = {}
+            asks = self._pass(found)
+        else:
+            asks = self._pass(found, *self._changed(found))
         if asks:
             await self._collect(found, self._ask(found, asks))
         return self._assemble(found)
+
+    def _changed(self, found: dict) -> tuple[list, dict]:
+        """The partitions whose answer in `found` (a caught-up one) a read now would
+        not give: this worker's, and the others' by owner (read, answered or asked
+        again by the pass); their answers leave `found`, the others' stay."""
+        partition, states = self.broker.partition, self.router.states
+        local: list = []
+        remote: dict[int, list] = {}
+        for cp in self.local:
+            key = (cp.topic, cp.partition)
+            data = found.get(key)
+            if data is None or not still_answers(cp, partition(*key), data):
+                found.pop(key, None)
+                local.append(cp)
+        for w, cps in self.remote.items():
+            for cp in cps:
+                key = (cp.topic, cp.partition)
+                data = found.get(key)
+                st = states.get(key)
+                if data is not None and st is not None and st.owner == w \
+                        and still_answers(cp, st, data):
+                    states.used.add(key)        # read by a Fetch: kept in the copy
+                    continue
+                found.pop(key, None)
+                remote.setdefault(w, []).append(cp)
+        return local, remote
 
     def _lookup(self, topic: str, index: int):
         """A partition of this worker, or another worker's as its owner published it."""

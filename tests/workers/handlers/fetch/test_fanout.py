@@ -410,6 +410,55 @@ def test_a_woken_park_keeps_its_split_while_the_owners_cannot_have_changed(broke
     assert resp["responses"][0]["partitions"][0]["records"]
 
 
+def test_a_woken_park_passes_again_only_over_the_partitions_that_changed(broker):
+    """Woken by news of partition 0, the Fetch keeps partition 1's caught-up answer
+    (worker 1 published nothing new): its state is not looked at through a pass again."""
+    router = FakeRouter(broker)
+    router.publish(broker)
+    quiet = router.states.quiet
+    asked = []
+    router.states.quiet = lambda cp, w, committed: asked.append(cp.partition) or quiet(
+        cp, w, committed)
+
+    async def run():
+        answer = await _parked(router, broker, 5000)
+        assert asked == [1]
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())   # local news
+        return await answer
+    parts = asyncio.run(run())["responses"][0]["partitions"]
+    assert asked == [1] and not router.forwarded
+    assert parts[0]["records"] and parts[1]["records"] == []
+    assert (parts[1]["high_watermark"], router.states.used) == (0, {(TOPIC, 1)})
+
+
+def test_a_woken_park_answers_again_a_partition_whose_state_changed(broker):
+    """Partition 1's owner publishes a new leader epoch during the park (no bytes: that
+    alone does not wake it); woken by partition 0, the Fetch does not keep partition 1's
+    answer (the consumer names the old epoch): it asks the owner, which fences it."""
+    router = FakeRouter(broker)
+    router.publish(broker)
+    p1 = broker.partition(TOPIC, 1)
+
+    async def run():
+        req = two_partitions(max_wait_ms=5000)
+        req["topics"][0]["partitions"][1]["current_leader_epoch"] = p1.leader_epoch
+        answer = asyncio.ensure_future(fan_out(router, ctx(1, 11), req, never))
+        await _until(lambda: len(broker.fetch_purgatory) == 1)
+        p1.leader_epoch += 1
+        router.publish(broker)
+        assert not answer.done() and not router.forwarded
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())   # wakes it
+        await _until(lambda: router.forwarded)
+        ((wid, sub, fut, _),) = router.forwarded
+        assert wid == 1 and [p["partition"] for p in sub["topics"][0]["partitions"]] == [1]
+        fenced = _answer(0)
+        fenced["responses"][0]["partitions"][0]["error_code"] = 74     # FENCED_LEADER_EPOCH
+        fut.set_result(fenced)
+        return await answer
+    parts = asyncio.run(run())["responses"][0]["partitions"]
+    assert parts[0]["records"] and parts[1]["error_code"] == 74
+
+
 def test_a_woken_park_splits_again_when_a_link_opened_or_closed(broker):
     """Partition 1 becomes ours during the park (its owner's link went): after the
     wake it is read here, with the records appended meanwhile, not answered from
