@@ -37,7 +37,7 @@ import asyncio
 from storage import convert
 from workers.delayed import DelayedFetch
 from workers.handlers.fetch.plan import (FetchPlan, PartPlan, records_size, replica_id,
-                                         requested_partitions, still_answers)
+                                         requested_partitions)
 from workers.payloads import pin_records
 from workers.router import PeerGone, fetch_subrequest
 
@@ -276,21 +276,34 @@ class Fanout:
         partition, states = self.broker.partition, self.router.states
         local: list = []
         remote: dict[int, list] = {}
+        # FetchPlan.read_again's rule, inline: these loops run over every partition
         for cp in self.local:
             key = (cp.topic, cp.partition)
             data = found.get(key)
-            if data is None or not still_answers(cp, partition(*key), data):
-                found.pop(key, None)
-                local.append(cp)
+            p = partition(*key)
+            if data is not None and p is not None:
+                lg = p.log
+                epoch = cp.current_leader_epoch
+                if (lg.high_watermark == data["high_watermark"]
+                        and lg.last_stable_offset == data["last_stable_offset"]
+                        and lg.log_start_offset == data["log_start_offset"]
+                        and (epoch < 0 or epoch == p.leader_epoch)):
+                    continue
+            found.pop(key, None)
+            local.append(cp)
         for w, cps in self.remote.items():
             for cp in cps:
                 key = (cp.topic, cp.partition)
                 data = found.get(key)
                 st = states.get(key)
-                if data is not None and st is not None and st.owner == w \
-                        and still_answers(cp, st, data):
-                    states.used.add(key)        # read by a Fetch: kept in the copy
-                    continue
+                if data is not None and st is not None and st.owner == w:
+                    epoch = cp.current_leader_epoch
+                    if (st.high_watermark == data["high_watermark"]
+                            and st.last_stable_offset == data["last_stable_offset"]
+                            and st.log_start_offset == data["log_start_offset"]
+                            and (epoch < 0 or epoch == st.leader_epoch)):
+                        states.used.add(key)        # read by a Fetch: kept in the copy
+                        continue
                 found.pop(key, None)
                 remote.setdefault(w, []).append(cp)
         return local, remote

@@ -76,19 +76,6 @@ def replica_id(req) -> int:
     return req.get("replica_id", replica.get("replica_id", -1))
 
 
-def still_answers(cp: CachedPartition, p, data: dict) -> bool:
-    """`data`, a caught-up consumer's answer of partition `p` (a Partition here, or
-    another worker's published RemoteState; None: gone), is still what a read of `cp`
-    would answer now: the same offsets and a leader epoch `cp` does not contradict."""
-    if p is None:
-        return False
-    epoch = cp.current_leader_epoch
-    return (p.high_watermark == data["high_watermark"]
-            and p.last_stable_offset == data["last_stable_offset"]
-            and p.log_start_offset == data["log_start_offset"]
-            and (epoch < 0 or epoch == p.leader_epoch))
-
-
 def records_size(records) -> int:
     if not records:
         return 0
@@ -168,8 +155,15 @@ class FetchPlan:
         partition = self.broker.partition
         again, at = [], []
         for i, (cp, data) in enumerate(results):
-            if still_answers(cp, partition(cp.topic, cp.partition), data):
-                continue
+            p = partition(cp.topic, cp.partition)
+            if p is not None:
+                lg = p.log
+                epoch = cp.current_leader_epoch
+                if (lg.high_watermark == data["high_watermark"]
+                        and lg.last_stable_offset == data["last_stable_offset"]
+                        and lg.log_start_offset == data["log_start_offset"]
+                        and (epoch < 0 or epoch == p.leader_epoch)):
+                    continue
             again.append(cp)
             at.append(i)
         if not again:
