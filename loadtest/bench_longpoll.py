@@ -2,7 +2,7 @@
 stage (prints the median and the mean µs of each stage per Fetch: the mean carries
 what happens now and then, such as the purgatory's purges and the garbage collector).
 
-    python -m loadtest.bench_longpoll [--partitions 50] [--fetches 3000]
+    python -m loadtest.bench_longpoll [--partitions 50] [--fetches 3000] [--front]
 
 One cycle is what a worker does for each Fetch of a librdkafka consumer at the end of
 its partitions (a full, sessionless Fetch of every partition each time): decode the
@@ -12,6 +12,13 @@ and its response is encoded. The parts are the worker's own (real Partitions ove
 logs in a temporary directory, the real purgatory, timing wheel, fetch session cache
 and codec) around the handlers' test broker (tests/workers/test_txn_fetch.py
 `MiniBroker`, the least a Fetch reads from a worker); no socket, no event loop turns.
+
+`--front`: the same Fetch on the front of a broker with two workers, where every odd
+partition is the other worker's (`fan_out`, workers/handlers/fetch/fanout.py, over
+the fan-out tests' fake router: the other worker's partitions answered from the state
+it published, caught up). Stages: decode, `fan_out` (resolve, place, pass, park, and
+the loop's turn that starts the task awaiting the park), the append (to one of this worker's partitions), the wake-up (the check, then the
+pass over what changed, on the loop's next turn), encode.
 
 To compare two commits, run it in a checkout of each, the same minute, and compare the
 medians (the machine's noise moves both alike).
@@ -34,9 +41,11 @@ from mpbroker.protocol import codec  # noqa: E402
 from storage.batch import BatchBuilder  # noqa: E402
 from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx  # noqa: E402
 from workers.handlers.fetch import plan as fetch_plan  # noqa: E402
+from workers.handlers.fetch.fanout import fan_out  # noqa: E402
 
 VERSION = 12                    # topic names (v13+ would look topic ids up)
 STAGES = ("decode", "partitions", "read", "park", "append", "wake", "encode")
+FRONT_STAGES = ("decode", "fan_out", "append", "wake", "encode")
 
 
 def fetch_request(broker, partitions: int) -> bytes:
@@ -84,23 +93,61 @@ async def cycles(broker, partitions: int, fetches: int) -> dict[str, list[float]
     return times
 
 
+async def front_cycles(broker, partitions: int, fetches: int) -> dict[str, list[float]]:
+    from tests.workers.handlers.fetch.test_fanout import FakeRouter
+    from workers.partition_states import state_of
+    router = FakeRouter(broker)
+    router.owner = lambda topic, index: index % 2
+    router.states.update(1, [(TOPIC, i, state_of(broker.partition(TOPIC, i)))
+                             for i in range(1, partitions, 2)], subscribed=True)
+    batch = BatchBuilder().append(b"k", b"v" * 1024).build()
+    times: dict[str, list[float]] = {s: [] for s in FRONT_STAGES}
+    clock = time.perf_counter
+    context = ctx(1, VERSION)
+    for i in range(fetches):
+        frame = memoryview(fetch_request(broker, partitions))
+        t0 = clock()
+        req = codec.decode_request(1, VERSION, frame, 0)
+        t1 = clock()
+        task = asyncio.ensure_future(fan_out(router, context, req, None))
+        await asyncio.sleep(0)          # one turn: the task waits on the park
+        t2 = clock()
+        if router.forwarded or len(broker.fetch_purgatory) != 1:
+            raise SystemExit("the fetch did not park: nothing to measure")
+        p = broker.partition(TOPIC, 2 * i % partitions)
+        p.append(memoryview(bytearray(batch)))
+        t3 = clock()
+        broker.fetch_purgatory.check_and_complete(p.key)     # what Produce does
+        resp = await task
+        t4 = clock()
+        codec.encode_response(1, VERSION, resp)
+        t5 = clock()
+        for stage, a, b in zip(FRONT_STAGES, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5)):
+            times[stage].append(b - a)
+    return times
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=50)
     ap.add_argument("--fetches", type=int, default=3000)
+    ap.add_argument("--front", action="store_true",
+                    help="the front of two workers, every odd partition the other's")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-longpoll-"))
     broker = MiniBroker(tmp, partitions=args.partitions)
+    run, stages = (front_cycles, FRONT_STAGES) if args.front else (cycles, STAGES)
     try:
-        times = asyncio.run(cycles(broker, args.partitions, args.fetches))
+        times = asyncio.run(run(broker, args.partitions, args.fetches))
     finally:
         broker.close()
         shutil.rmtree(tmp, ignore_errors=True)
     total = total_mean = 0.0
-    print(f"caught-up long poll over {args.partitions} partitions, {args.fetches} Fetches, "
-          f"µs per Fetch (median, mean):")
-    for stage in STAGES:
+    print(f"caught-up long poll over {args.partitions} partitions"
+          f"{', half of them on another worker' if args.front else ''}, {args.fetches} "
+          f"Fetches, µs per Fetch (median, mean):")
+    for stage in stages:
         m, mean = statistics.median(times[stage]) * 1e6, statistics.fmean(times[stage]) * 1e6
         total += m
         total_mean += mean

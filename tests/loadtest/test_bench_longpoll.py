@@ -23,3 +23,16 @@ def test_tiny_bench_longpoll():
     for column in (0, 1):
         parts = sum(float(v[column]) for k, v in rows.items() if k != "total")
         assert abs(parts - float(rows["total"][column])) < 1
+
+
+def test_tiny_bench_longpoll_on_the_front():
+    cmd = [sys.executable, "-m", "loadtest.bench_longpoll", "--partitions", "6",
+           "--fetches", "20", "--front"]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("caught-up long poll over 6 partitions, half of them on "
+                               "another worker, 20 Fetches")
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    assert list(rows) == ["decode", "fan_out", "append", "wake", "encode", "total"]
+    assert all(float(median) > 0 and float(mean) > 0 for median, mean in rows.values())
