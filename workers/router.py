@@ -93,7 +93,7 @@ from workers.scope import PARTITION, Scope
 log = logging.getLogger(__name__)
 
 OWNER_CACHE = 1 << 16       # cached placement answers (cleared when full)
-SHAPE_CACHE = 1 << 10       # cached placements of request shapes (`place`)
+SHAPE_KEYS = 1 << 16        # partitions in the cached placements of request shapes
 # (principal, listener name, security protocol) of a request forwarded without "who"
 NOBODY = (ANONYMOUS, None, "PLAINTEXT")
 
@@ -363,6 +363,7 @@ class Router:
         # owners are those of `_shapes_token` (`owners_token`); each counts its requests
         # until they are added to `_requests` (`_fold_shapes`)
         self._shapes: dict[tuple, _Shape] = {}
+        self._shape_keys = 0        # the partitions of the shapes cached
         self._shapes_token = None
         self._owners_md = None      # the metadata and placement table `_owners` is of
         self._owners_of = None
@@ -481,29 +482,40 @@ class Router:
         shared), counted as `count` does (each occurrence of a partition that exists)."""
         return self.placed(keys).owners
 
-    def placed(self, keys: list) -> "_Shape":
+    def placed(self, keys: list, remember: bool = True) -> "_Shape":
         """`place` of `keys`, and whether they are all this worker's (`mine`). A
-        consumer sends the same partitions in every Fetch: each shape (the keys in
-        order) is placed once while the owners stay as they are (`owners_token`), and
-        counted by one increment per request, added to the per-partition counts when
-        those are read (`partition_requests`)."""
+        consumer sends the same partitions in every sessionless Fetch: each shape (the
+        keys in order) is placed once while the owners stay as they are
+        (`owners_token`), and counted by one increment per request, added to the
+        per-partition counts when those are read (`partition_requests`). `remember`
+        False: a shape unlikely to come again (an incremental Fetch's), not cached."""
         md = self.broker.metadata
         if md is None:
             return _Shape(dict.fromkeys(keys, self.me), (), True)
+        if not remember:
+            entry = self._place(md, keys)
+            count = self._requests
+            for key in entry.counted:
+                count[key] += 1
+            return entry
         token = self._shapes_token
         if token is None or not self.owners_same(token):
-            self._fold_shapes()
-            self._shapes.clear()
+            self._forget_shapes()
             self._shapes_token = self.owners_token()
         shape = tuple(keys)
         entry = self._shapes.get(shape)
         if entry is None:
-            if len(self._shapes) >= SHAPE_CACHE:
-                self._fold_shapes()
-                self._shapes.clear()
+            if self._shape_keys + len(shape) > SHAPE_KEYS:
+                self._forget_shapes()
             entry = self._shapes[shape] = self._place(md, keys)
+            self._shape_keys += len(shape)
         entry.hits += 1
         return entry
+
+    def _forget_shapes(self) -> None:
+        self._fold_shapes()
+        self._shapes.clear()
+        self._shape_keys = 0
 
     def _place(self, md, keys) -> "_Shape":
         me, owners, live = self.me, self._owners_now(md), self._live

@@ -16,7 +16,10 @@ with replacement (as Java does); `records` become memoryviews over the input.
 Encoders: `fn(body: dict) -> list of chunks` (bytearrays, plus `records` chunks passed
 through: bytes-like values of 512 bytes or more and every `storage.slices.FileSlice`,
 uncopied; the caller keeps them alive until sent). A key missing from a dict means
-the field's default; tagged fields are written only when they differ from it.
+the field's default; tagged fields are written only when they differ from it. Fields
+are read by subscript and a missing one falls back to the defaults of its run (a
+KeyError caught): a full body, what the handlers answer, costs least, and bodies are
+plain dicts (a mapping whose `__missing__` answers would give that answer instead).
 
 The message-dict contract is in docs/INTERFACES.md ("Message dicts").
 """

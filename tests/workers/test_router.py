@@ -424,6 +424,7 @@ def _placing_router():
     r.peers[1] = _Link()
     return r, B, calls
 
+
 def test_place_counts_like_count_and_answers_like_owner():
     """`place` (Fetch's front): one pass that counts each occurrence of a partition
     that exists and gives each key its `owner`; placement answers are cached per table."""
@@ -472,6 +473,24 @@ def test_a_request_shape_is_placed_once_and_counted_per_request():
     B.metadata = _md_with_partitions({"a": 1})          # partitions 1-3 gone
     assert r.placed(keys).owners == {("a", 0): 0, ("a", 1): 0, ("a", 9): 0}
     assert r.request_counts() == [["a", 0, 14]]
+
+
+def test_shapes_not_remembered_or_past_the_cap_are_counted_all_the_same(monkeypatch):
+    """An incremental Fetch's shape is placed and counted, not cached; the cache holds
+    at most SHAPE_KEYS partitions, and what it counted survives its clearing."""
+    from workers import router as routermod
+    monkeypatch.setattr(routermod, "SHAPE_KEYS", 4)
+    r, _, calls = _placing_router()
+    once = r.placed([("a", 0), ("a", 1)], remember=False)
+    assert once.owners == {("a", 0): 0, ("a", 1): 1} and not r._shapes
+    assert r.partition_requests == {("a", 0): 1, ("a", 1): 1}
+    three = [("a", 1), ("a", 2), ("a", 3)]
+    first = r.placed(three)
+    assert r.placed(three) is first and len(r._shapes) == 1
+    r.placed([("a", 0), ("a", 2)])          # 5 partitions in all: the cache starts again
+    assert list(r._shapes) == [(("a", 0), ("a", 2))]
+    assert r.placed(three) is not first
+    assert r.request_counts() == [["a", 0, 2], ["a", 1, 4], ["a", 2, 4], ["a", 3, 3]]
 
 
 def test_an_owner_publishes_the_state_of_what_a_front_asked_for(tmp_path):

@@ -226,7 +226,6 @@ def test_missing_keys_mean_defaults():
     assert "replica_state" not in back                      # v15+ only
 
 
-
 def test_a_field_missing_from_a_run_encodes_as_its_default():
     # the encoder reads every field of a fixed-size run by subscript and falls back to
     # the defaults when one is missing: the bytes are those of the full body

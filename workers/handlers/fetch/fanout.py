@@ -53,7 +53,9 @@ def fan_out(router, ctx, req, handle):
         s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
         if s is not None:
             reads.extend(s.partitions)
-    placed = router.placed(reads)     # counted for placement balancing, and placed
+    # counted for placement balancing, and placed (an incremental Fetch's partitions
+    # change from one request to the next: not remembered)
+    placed = router.placed(reads, remember=epoch <= 0)
     if placed.mine:
         return handle(broker, ctx, req)
     fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
@@ -113,10 +115,13 @@ class Fanout:
         if self.news or self.plan.max_wait_ms <= 0 or not self.plan.fctx.partitions:
             return self._assemble(found)
         # parked now, right after the pass took its counters (nothing ran since). When
-        # it found no records, every answer is a caught-up one, kept on wake-up while
-        # its state stays the same; records found (below min_bytes) are read again.
-        return self._answer_parked(self._park(check=False),
-                                   None if self.found_bytes else found)
+        # it found no records, a consumer's answers are all caught-up ones, kept on
+        # wake-up while their state stays the same; records found (below min_bytes)
+        # are read again, and so is everything for a follower (its own fetch moves the
+        # high watermark: what woke it are bytes its answer does not have yet) or an
+        # old fetcher (FetchPlan.read_again's rule)
+        keep = self.from_state and not self.found_bytes
+        return self._answer_parked(self._park(check=False), found if keep else None)
 
     def _pass(self, found: dict, local: list | None = None,
               remote: dict | None = None) -> dict[int, list]:

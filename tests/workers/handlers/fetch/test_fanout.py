@@ -40,7 +40,7 @@ class FakeRouter:
     def count(self, keys):
         self.counted.extend(keys)
 
-    def placed(self, keys):
+    def placed(self, keys, remember=True):
         self.count(keys)
         owners = {k: self.owner(*k) for k in keys}
         return _Shape(owners, keys, all(w == self.me for w in owners.values()))
@@ -457,6 +457,35 @@ def test_a_woken_park_answers_again_a_partition_whose_state_changed(broker):
         return await answer
     parts = asyncio.run(run())["responses"][0]["partitions"]
     assert parts[0]["records"] and parts[1]["error_code"] == 74
+
+
+def test_a_woken_follower_reads_again_what_it_was_answered(broker):
+    """A follower's incremental Fetch that forgot its remote partition parks on its
+    local one alone; the append that wakes it does not move the high watermark (this
+    follower's next fetch does), so the first answer, unchanged by the offsets it
+    carries, is not kept: the records are read."""
+    from workers.purgatory import Purgatory
+    broker.delete_records_purgatory = Purgatory("DeleteRecords", broker.timer)
+    broker.partition(TOPIC, 0).make_leader(0, 0, (0, 2), (0, 2), 0, broker.clock_ms)
+    router = FakeRouter(broker)
+
+    async def run():
+        full = {**two_partitions(), "replica_id": 2, "session_epoch": 0}
+        answer = fan_out(router, ctx(1, 12), full, never)
+        router.forwarded[0][2].set_result({"throttle_time_ms": 0, "error_code": 0,
+                                           "session_id": 0, "responses": []})
+        session_id = (await answer)["session_id"]
+        assert session_id
+        forgets = {**fetch_req(0, 0, max_wait_ms=5000), "replica_id": 2, "topics": [],
+                   "session_id": session_id, "session_epoch": 1,
+                   "forgotten_topics_data": [{"topic": TOPIC, "partitions": [1]}]}
+        answer = asyncio.ensure_future(fan_out(router, ctx(1, 12), forgets, never))
+        await _until(lambda: len(broker.fetch_purgatory) == 1)
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+        return await answer
+    resp = asyncio.run(run())
+    parts = [p for t in resp["responses"] for p in t["partitions"]]
+    assert [p["partition_index"] for p in parts] == [0] and parts[0]["records"]
 
 
 def test_a_woken_park_splits_again_when_a_link_opened_or_closed(broker):
