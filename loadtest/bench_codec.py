@@ -4,7 +4,9 @@
 
 Cases: decode of a Produce v9 request carrying one 16 KiB batch; encode of a Fetch
 v12 response with 10 partitions (records as FileSlices, the broker's path, and as
-in-memory bytes); parse of a request header.
+in-memory bytes); encode of a Fetch v16 response of 50 caught-up partitions (a
+librdkafka consumer's long poll, answered) and of a Produce v10 response of one
+partition; parse of a request header.
 """
 import os
 import sys
@@ -61,6 +63,20 @@ def main():
           lambda: codec.encode_response(1, 12, inline), seconds)
     bench("encode+frame Fetch v12 response (10 partitions, FileSlice)",
           lambda: framing.frame_response(1, 12, 1, codec.encode_response(1, 12, slices)), seconds)
+    caught_up = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{
+        "topic_id": b"\x01" * 16, "partitions": [{
+            "partition_index": p, "error_code": 0, "high_watermark": 1000 + p,
+            "last_stable_offset": 1000 + p, "log_start_offset": 0,
+            "aborted_transactions": None, "preferred_read_replica": -1,
+            "records": []} for p in range(50)]}]}
+    bench("encode Fetch v16 response (50 partitions, caught up)",
+          lambda: codec.encode_response(1, 16, caught_up), seconds)
+    appended = {"throttle_time_ms": 0, "responses": [{"name": "bench-topic",
+                "partition_responses": [{"index": 3, "error_code": 0, "base_offset": 1000,
+                                         "log_append_time_ms": -1, "log_start_offset": 0,
+                                         "record_errors": [], "error_message": None}]}]}
+    bench("encode Produce v10 response (1 partition)",
+          lambda: codec.encode_response(0, 10, appended), seconds)
     header = framing.frame_request(0, 9, 1, "bench-client", {})[4:]
     bench("parse_request_header (v2)", lambda: framing.parse_request_header(header), seconds)
 
