@@ -20,9 +20,10 @@ reads (`DelayedFanout`), its own partitions as any DelayedFetch counts them and 
 other workers' through their published state (an owner's "state" message checks the
 keys it names). It parks right after the pass that found nothing, from that pass's
 counters. On completion or expiry the front passes again over the partitions whose
-state is no longer what the first pass answered (the others keep their caught-up
-answers): its own, the published state of the others (and their files, where it says
-where), and asks the owners of the partitions that have news it cannot read. A
+state is no longer what the first pass answered (a consumer's others keep their
+caught-up answers; a follower or a fetcher before v10 passes over all of them): its
+own, the published state of the others (and their files, where it says where), and
+asks the owners of the partitions that have news it cannot read. A
 caught-up long poll thus costs the front only, and a wake-up at most one answer from
 the owner whose partition changed (not one from each worker).
 

@@ -26,6 +26,7 @@ class FakeRouter:
         self.counted = []
         self.states = RemoteStates()
         self.links_changed = 0       # as Router's: bumped when a peer's link opens or closes
+        self.remembered = []         # `placed`'s `remember` of each Fetch
         self.owner_calls = 0
 
     # the real Router's: what its owners answer from (broker.metadata, broker.placement,
@@ -41,6 +42,7 @@ class FakeRouter:
         self.counted.extend(keys)
 
     def placed(self, keys, remember=True):
+        self.remembered.append(remember)
         self.count(keys)
         owners = {k: self.owner(*k) for k in keys}
         return _Shape(owners, keys, all(w == self.me for w in owners.values()))
@@ -317,6 +319,9 @@ def test_an_incremental_session_leaves_out_the_quiet_remote_partition(broker):
         resp = fan_out(router, ctx(1, 11), incremental, never)
         assert resp["session_id"] == sid and resp["responses"] == []      # nothing new
         assert len(router.forwarded) == 1
+        # the full Fetch's shape may come again, the incremental one's (its own
+        # partitions, then the session's) hardly
+        assert router.remembered == [True, False]
     asyncio.run(run())
 
 
@@ -486,6 +491,31 @@ def test_a_woken_follower_reads_again_what_it_was_answered(broker):
     resp = asyncio.run(run())
     parts = [p for t in resp["responses"] for p in t["partitions"]]
     assert [p["partition_index"] for p in parts] == [0] and parts[0]["records"]
+
+
+def test_a_woken_fetcher_before_v10_reads_everything_again(broker):
+    """A v4 consumer is answered from the reads, not from published state: after a
+    park, all of its partitions are passed over again (only what changed is kept for
+    a v10+ consumer)."""
+    router = FakeRouter(broker)
+    router.publish(broker)
+    quiet = router.states.quiet
+    asked = []
+    router.states.quiet = lambda cp, w, committed: asked.append(cp.partition) or quiet(
+        cp, w, committed)
+
+    async def run():
+        answer = asyncio.ensure_future(fan_out(router, ctx(1, 4), two_partitions(5000),
+                                               never))
+        await _until(lambda: router.forwarded)
+        router.forwarded[0][2].set_result(_answer(0))
+        await _until(lambda: len(broker.fetch_purgatory) == 1)
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())   # local news
+        await _until(lambda: len(router.forwarded) == 2)
+        router.forwarded[1][2].set_result(_answer(0))                  # asked again
+        return await answer
+    parts = asyncio.run(run())["responses"][0]["partitions"]
+    assert not asked and parts[0]["records"] and not parts[1]["records"]
 
 
 def test_a_woken_park_splits_again_when_a_link_opened_or_closed(broker):
