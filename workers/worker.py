@@ -102,9 +102,6 @@ class Worker:
         self.offline_dirs: dict[str, str] = {}             # failed log dir -> why
         self.offline_partitions: dict[tuple[str, int], str] = {}   # -> its failed dir
         self.metadata: ClusterMetadata | None = None
-        # topic names by id, for the metadata object they were taken from
-        self._names_md: ClusterMetadata | None = None
-        self._names_by_id: dict = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.timer = Timer(tick_ms=1, wheel_size=20, clock=timer_clock)
         self.loop_timer: LoopTimer | None = None
@@ -694,16 +691,10 @@ class Worker:
         return self.partitions.get((topic, index))
 
     def topic_name_for_id(self, topic_id: bytes) -> str | None:
-        """The name of the topic with `topic_id` (None: no such topic). Every topic of
-        a v13+ Fetch asks: the names by id are indexed once per metadata object (it is
-        replaced, never changed), not searched for on each call."""
+        """The name of the topic with `topic_id` (None: no such topic)."""
         md = self.metadata
-        if md is None:
-            return None
-        if md is not self._names_md:
-            self._names_md = md
-            self._names_by_id = {t.topic_id: t.name for t in md.topics.values()}
-        return self._names_by_id.get(topic_id)
+        t = md.topics_by_id.get(topic_id) if md is not None else None
+        return None if t is None else t.name
 
     def partition_error(self, topic: str, index: int) -> int:
         """Error code for a partition-scoped request to (topic, index) that we cannot serve."""

@@ -30,6 +30,7 @@ import random
 import re
 import uuid
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from mpbroker.config import ConfigError, validate_topic_config
@@ -202,10 +203,26 @@ class ClusterMetadata:
         return t
 
     def topic_by_id(self, topic_id: bytes) -> Topic:
+        t = self.topics_by_id.get(topic_id)
+        if t is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_ID,
+                                "This server does not host this topic ID.")
+        return t
+
+    @cached_property
+    def topics_by_id(self) -> Mapping[bytes, Topic]:
+        """The topics by id, indexed on first use: a metadata object is replaced, never
+        changed (every v13+ Fetch and its ACL check name topics by id)."""
+        out: dict[bytes, Topic] = {}
         for t in self.topics.values():
-            if t.topic_id == topic_id:
-                return t
-        raise MetadataError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+            out.setdefault(t.topic_id, t)
+        return out
+
+    def __getstate__(self) -> dict:
+        # the index is rebuilt where it is used, not carried to the workers
+        state = dict(self.__dict__)
+        state.pop("topics_by_id", None)
+        return state
 
     def partition(self, name: str, partition: int) -> PartitionState:
         p = self.topic(name).partitions.get(partition)

@@ -89,6 +89,20 @@ def test_create_topic_bumps_epoch_and_sets_leaders():
     assert md.topic_by_id(t.topic_id) is t
 
 
+def test_topics_by_id_index_each_metadata_object_and_do_not_travel():
+    import pickle
+    md = m.create_topic(cluster(1), "a", 1, 1, rng=random.Random(1))
+    a = md.topics["a"]
+    assert md.topic_by_id(a.topic_id) is a and md.topics_by_id == {a.topic_id: a}
+    md2 = m.create_topic(md, "b", 1, 1, rng=random.Random(2))   # a new object, its own index
+    assert set(md2.topics_by_id) == {a.topic_id, md2.topics["b"].topic_id}
+    with pytest.raises(MetadataError):
+        m.delete_topic(md2, "a").topic_by_id(a.topic_id)
+    copy = pickle.loads(pickle.dumps(md2))        # what a worker is sent: no index
+    assert copy == md2 and "topics_by_id" not in vars(copy)
+    assert copy.topic_by_id(a.topic_id) == a
+
+
 def test_create_topic_defaults_and_internal():
     md = m.create_topic(cluster(1), "__consumer_offsets", configs={"cleanup.policy": "compact"},
                         default_partitions=3, default_replication_factor=1)
