@@ -359,7 +359,7 @@ class Router:
         # partition) whoever owns it: the request-rate input of placement balancing
         # (mpbroker/controller/balance.py; the controller sums the workers' counts)
         self._requests: collections.Counter = collections.Counter()
-        # `place`'s placements by request shape (its keys, in order), valid while the
+        # `placed`'s placements by request shape (its keys, in order), valid while the
         # owners are those of `_shapes_token` (`owners_token`); each counts its requests
         # until they are added to `_requests` (`_fold_shapes`)
         self._shapes: dict[tuple, _Shape] = {}
@@ -441,7 +441,7 @@ class Router:
         return self._live(w)
 
     def owners_token(self) -> tuple:
-        """What `owner` and `place` answer from: the metadata and placement objects
+        """What `owner` and `placed` answer from: the metadata and placement objects
         (replaced, never changed) and the links (`links_changed`); `owners_same(token)`
         says whether they would answer as when the token was taken."""
         return self.broker.metadata, self.broker.placement, self.links_changed
@@ -477,14 +477,10 @@ class Router:
         link = self.peers.get(w)
         return w if link is not None and not link.closed else self.me
 
-    def place(self, keys) -> dict:
-        """{(topic, partition): `owner`} of `keys` (not to be changed: it may be
-        shared), counted as `count` does (each occurrence of a partition that exists)."""
-        return self.placed(keys).owners
-
     def placed(self, keys: list, remember: bool = True) -> "_Shape":
-        """`place` of `keys`, and whether they are all this worker's (`mine`). A
-        consumer sends the same partitions in every sessionless Fetch: each shape (the
+        """{(topic, partition): `owner`} of `keys` (`owners`, not to be changed: it is
+        shared), counted as `count` does (each occurrence of a partition that exists),
+        and whether they are all this worker's (`mine`). A consumer sends the same partitions in every sessionless Fetch: each shape (the
         keys in order) is placed once while the owners stay as they are
         (`owners_token`), and counted by one increment per request, added to the
         per-partition counts when those are read (`partition_requests`). `remember`

@@ -426,17 +426,17 @@ def _placing_router():
 
 
 def test_place_counts_like_count_and_answers_like_owner():
-    """`place` (Fetch's front): one pass that counts each occurrence of a partition
+    """`placed` (Fetch's front): one pass that counts each occurrence of a partition
     that exists and gives each key its `owner`; placement answers are cached per table."""
     r, B, calls = _placing_router()
     keys = [("a", 1), ("a", 2), ("a", 1), ("a", 9), ("nope", 0)]
-    assert r.place(keys) == {("a", 1): 1, ("a", 2): 0, ("a", 9): 0, ("nope", 0): 0}
+    assert r.placed(keys).owners == {("a", 1): 1, ("a", 2): 0, ("a", 9): 0, ("nope", 0): 0}
     assert r.partition_requests == {("a", 1): 2, ("a", 2): 1}
     assert [r.owner(*k) for k in keys] == [1, 0, 1, 0, 0]
     assert calls == [("a", 1), ("a", 2)]               # cached: asked once each
     r.peers[1].closed = True                           # an unreachable owner: here
     r.links_changed += 1                               # (what closing its link does)
-    assert r.place([("a", 1)]) == {("a", 1): 0} and r.owner("a", 1) == 0
+    assert r.placed([("a", 1)]).owners == {("a", 1): 0} and r.owner("a", 1) == 0
     r.peers[1].closed = False
     r.links_changed += 1
     table = B.placement
@@ -446,7 +446,7 @@ def test_place_counts_like_count_and_answers_like_owner():
     assert r.owner("a", 1) == 1
     B.metadata = _md_with_partitions({})               # "a" deleted: new metadata
     before = dict(r.partition_requests)
-    assert r.place([("a", 1)]) == {("a", 1): 0} and r.owner("a", 1) == 0
+    assert r.placed([("a", 1)]).owners == {("a", 1): 0} and r.owner("a", 1) == 0
     assert r.partition_requests == before
 
 
