@@ -415,15 +415,21 @@ def test_a_woken_park_keeps_its_split_while_the_owners_cannot_have_changed(broke
     assert resp["responses"][0]["partitions"][0]["records"]
 
 
-def test_a_woken_park_passes_again_only_over_the_partitions_that_changed(broker):
-    """Woken by news of partition 0, the Fetch keeps partition 1's caught-up answer
-    (worker 1 published nothing new): its state is not looked at through a pass again."""
+def _published_and_spied(broker):
+    """A router to which worker 1 published partition 1, and the partitions whose
+    published state a pass looks at (`RemoteStates.quiet`), in order."""
     router = FakeRouter(broker)
     router.publish(broker)
     quiet = router.states.quiet
     asked = []
     router.states.quiet = lambda cp, w, committed: asked.append(cp.partition) or quiet(
         cp, w, committed)
+    return router, asked
+
+def test_a_woken_park_passes_again_only_over_the_partitions_that_changed(broker):
+    """Woken by news of partition 0, the Fetch keeps partition 1's caught-up answer
+    (worker 1 published nothing new): its state is not looked at through a pass again."""
+    router, asked = _published_and_spied(broker)
 
     async def run():
         answer = await _parked(router, broker, 5000)
@@ -497,12 +503,7 @@ def test_a_woken_fetcher_before_v10_reads_everything_again(broker):
     """A v4 consumer is answered from the reads, not from published state: after a
     park, all of its partitions are passed over again (only what changed is kept for
     a v10+ consumer)."""
-    router = FakeRouter(broker)
-    router.publish(broker)
-    quiet = router.states.quiet
-    asked = []
-    router.states.quiet = lambda cp, w, committed: asked.append(cp.partition) or quiet(
-        cp, w, committed)
+    router, asked = _published_and_spied(broker)
 
     async def run():
         answer = asyncio.ensure_future(fan_out(router, ctx(1, 4), two_partitions(5000),
