@@ -60,6 +60,12 @@ def fetch_request(broker, partitions: int) -> bytes:
              "log_start_offset": -1, "last_fetched_epoch": -1} for i in range(partitions)]}]})
 
 
+def record(times: dict, stages: tuple, marks: tuple) -> None:
+    """The time of each stage, between its mark and the next."""
+    for stage, a, b in zip(stages, marks, marks[1:]):
+        times[stage].append(b - a)
+
+
 async def cycles(broker, partitions: int, fetches: int) -> dict[str, list[float]]:
     batch = BatchBuilder().append(b"k", b"v" * 1024).build()
     times: dict[str, list[float]] = {s: [] for s in STAGES}
@@ -87,9 +93,7 @@ async def cycles(broker, partitions: int, fetches: int) -> dict[str, list[float]
         broker.fetch_purgatory.check_and_complete(p.key)     # what Produce does
         t6 = clock()
         codec.encode_response(1, VERSION, future.result())
-        t7 = clock()
-        for stage, a, b in zip(STAGES, (t0, t1, t2, t3, t4, t5, t6), (t1, t2, t3, t4, t5, t6, t7)):
-            times[stage].append(b - a)
+        record(times, STAGES, (t0, t1, t2, t3, t4, t5, t6, clock()))
     return times
 
 
@@ -121,9 +125,7 @@ async def front_cycles(broker, partitions: int, fetches: int) -> dict[str, list[
         resp = await task
         t4 = clock()
         codec.encode_response(1, VERSION, resp)
-        t5 = clock()
-        for stage, a, b in zip(FRONT_STAGES, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5)):
-            times[stage].append(b - a)
+        record(times, FRONT_STAGES, (t0, t1, t2, t3, t4, clock()))
     return times
 
 
