@@ -17,19 +17,26 @@ What the dispatcher gives the connection for an answer that comes later is an
 connection runs that step in the future's done callback and sends the bytes there
 (workers/connection.py), so an answer that comes later costs one callback, not a task
 that wakes when the future completes and then wakes the connection's write loop.
+`join` merges several answers, now or later, the same way: one future, completed by
+the answers' done callbacks (the router's parts of a request split across workers).
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from typing import Callable
+
+_Future = asyncio.Future
 
 
 def later(answer) -> bool:
     """The answer comes later (it is an awaitable)."""
     if answer is None or answer.__class__ is dict:    # the common answers, checked cheaply
         return False
-    return inspect.isawaitable(answer)
+    # a future (what a parked operation or a forwarded part answers) without
+    # isawaitable's abstract-class check
+    return isinstance(answer, _Future) or inspect.isawaitable(answer)
 
 
 async def settle(answer):
@@ -66,3 +73,63 @@ class EncodedLater:
         if out is not None and type(out) is not list:
             out = yield from out.__await__()
         return out
+
+
+def join(answers: list, merge: Callable, recover: Callable | None = None) -> asyncio.Future:
+    """A future of `merge(values)`, the values of `answers` (each now or later) in
+    their order, completed by the answers' own done callbacks: no task runs it. An
+    answer that fails is given to `recover(i, exc)`, which returns the answer to wait
+    for instead (now or later) or raises; the join then fails with what it raised
+    (without `recover`, with the failure itself), as does a failing `merge`. A
+    cancelled answer cancels the join; once the join is done (cancelled by its
+    waiter: the client went), the answers still to come are ignored."""
+    out = list(answers)
+    fut = asyncio.get_running_loop().create_future()
+    left = [0]
+
+    def wait(i, answer) -> None:
+        if not isinstance(answer, _Future):
+            answer = asyncio.ensure_future(answer)
+        answer.add_done_callback(functools.partial(done, i))
+
+    def done(i, f) -> None:
+        if fut.done():
+            return
+        if f.cancelled():
+            fut.cancel()
+            return
+        exc = f.exception()
+        if exc is None:
+            out[i] = f.result()
+        else:
+            try:
+                if recover is None:
+                    raise exc
+                answer = recover(i, exc)
+            except asyncio.CancelledError:
+                fut.cancel()
+                return
+            except Exception as e:          # the join's waiter gets it
+                fut.set_exception(e)
+                return
+            if later(answer):
+                wait(i, answer)
+                return
+            out[i] = answer
+        left[0] -= 1
+        if not left[0]:
+            finish()
+
+    def finish() -> None:
+        try:
+            fut.set_result(merge(out))
+        except Exception as e:
+            fut.set_exception(e)
+
+    for i, answer in enumerate(answers):
+        if later(answer):
+            left[0] += 1
+            wait(i, answer)
+    if not left[0]:
+        finish()
+    return fut

@@ -28,7 +28,7 @@ import time
 from mpbroker.protocol import api_keys, codec, framing
 from workers.answers import EncodedLater, later
 from workers.authz import front_check
-from workers.handler_errors import answer_failure, guarded, run_guarded
+from workers.handler_errors import answer_failure, run_guarded
 from workers.handlers import HANDLERS
 from workers import quotas
 
@@ -71,10 +71,11 @@ class Dispatcher:
             request, finish = verdict.request, verdict.finish
         router = broker.router
         if router is not None and router.active:
-            # the router places the request by its scope (workers/router.py); each
-            # part is guarded, and so is the routing itself
-            part = guarded(entry.handle)
-            result = run_guarded(lambda b, c, r: router.route(c, r, part, entry.scope),
+            # the router places the request by its scope (workers/router.py) and
+            # guards each part; the routing, and a request that runs here whole, are
+            # guarded here, and an answer later by _finish
+            handle, scope = entry.handle, entry.scope
+            result = run_guarded(lambda b, c, r: router.route(c, r, handle, scope),
                                  broker, ctx, request, guard_awaitable=False)
         else:
             # an answer later is finished by _finish, which answers its failure alike

@@ -126,9 +126,3 @@ async def _guard_awaitable(awaitable, ctx, request):
     except Exception as e:
         return answer_failure(ctx, request, e)
 
-
-def guarded(handle):
-    """`handle` with `run_guarded` around it (what the router runs on each part)."""
-    def run(broker, ctx, request):
-        return run_guarded(handle, broker, ctx, request)
-    return run

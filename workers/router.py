@@ -83,7 +83,8 @@ from typing import Any, Callable, NamedTuple
 from mpbroker.metadata.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from mpbroker.protocol import api_keys
 from mpbroker.security.principal import ANONYMOUS
-from workers.answers import later, settle
+from workers.answers import join, later, settle
+from workers.handler_errors import run_guarded
 from workers.groups.partitioner import coordinator_partition
 from workers.mesh import PeerLink
 from workers.partition_states import SERVED_REPORT_S, STATE_IDLE_S, Publisher, RemoteStates
@@ -569,8 +570,12 @@ class Router:
 
     # ------------------------------------------------------------ front side
     def route(self, ctx, req: dict, handle: Callable, scope: Scope):
-        """The answer of `req` (now or later) as `scope` places it; `handle` runs the
-        parts that are this worker's (guarded: failures answer the API's error)."""
+        """The answer of `req` (now or later) as `scope` places it. `handle` is the
+        API's handler, unguarded: a request that runs here whole returns its answer as
+        the handler gives it (a failure now or later is the dispatcher's to answer, as
+        with one worker, and an answer later stays a future: no task guards it); a part
+        that runs here is guarded (`run_guarded`: its failure answers the API's error
+        for that part, merged with the others)."""
         fn = self.routes.get(scope.kind)
         if fn is None or not self.active:
             return handle(self.broker, ctx, req)
@@ -663,17 +668,16 @@ class Router:
         return fut
 
     def _gather(self, ctx, handle, parts: dict, results: dict, merge: Callable):
-        """The merged answer of `parts` ({worker: sub-request}) from `results` ({worker:
-        answer now or later}): a part whose owner went meanwhile runs here."""
-        async def gather():
-            out = []
-            for w, sub in parts.items():
-                try:
-                    out.append(await settle(results[w]))
-                except PeerGone:
-                    out.append(await settle(handle(self.broker, ctx, sub)))
-            return merge(out)
-        return gather()
+        """A future of the merged answer of `parts` ({worker: sub-request}) from
+        `results` ({worker: answer now or later}), completed by the answers' callbacks
+        (`join`: no task per request): a part whose owner went meanwhile runs here."""
+        order = list(parts)
+
+        def recover(i: int, exc: BaseException):
+            if not isinstance(exc, PeerGone):
+                raise exc
+            return run_guarded(handle, self.broker, ctx, parts[order[i]])
+        return join([results[w] for w in order], merge, recover)
 
     def _spread(self, ctx, handle, parts: dict, oneway: bool = False) -> dict:
         """{worker: answer now or later} of each part: forwarded, or run here when it is
@@ -684,9 +688,10 @@ class Router:
             if w != me:
                 fut = self.forward(w, ctx, sub, oneway=oneway)
                 # unreachable: answered locally (NOT_LEADER_OR_FOLLOWER)
-                results[w] = fut if fut is not None else handle(self.broker, ctx, sub)
+                results[w] = fut if fut is not None else run_guarded(handle, self.broker,
+                                                                     ctx, sub)
         if me in parts:
-            results[me] = handle(self.broker, ctx, parts[me])
+            results[me] = run_guarded(handle, self.broker, ctx, parts[me])
         return results
 
     def _route_partitions(self, ctx, req, handle, scope):
@@ -767,7 +772,7 @@ class Router:
         the answers; a worker that dies meanwhile is left out, as a broker that is down
         would be."""
         futs = [f for f in (self.forward(w, ctx, req) for w in self.live_peers()) if f]
-        local = handle(self.broker, ctx, req)
+        local = run_guarded(handle, self.broker, ctx, req)
         if not futs and not later(local):
             return scope.merge(req, [local])
 

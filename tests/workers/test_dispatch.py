@@ -150,6 +150,41 @@ def test_an_answer_that_comes_later_is_encoded_when_its_future_is_done(failing):
     _check(K.DELETE_TOPICS, version, asyncio.run(main()), E.UNKNOWN_SERVER_ERROR)
 
 
+def test_with_a_router_a_request_run_here_whole_is_guarded_by_the_dispatcher(failing):
+    """With several workers the router hands back what the handler answered for a
+    request that runs here whole (workers/router.py `route`): a future stays that very
+    future (no task), and a failure, now or later, is answered as with one worker."""
+    class Router:
+        active = True
+
+        def route(self, ctx, req, handle, scope):
+            return handle(None, ctx, req)
+    version = HANDLERS[K.PRODUCE].max_version
+    frame = _frame(K.PRODUCE, version, _request(K.PRODUCE, version))
+    broker = FakeBroker()
+    broker.router = Router()
+    futures = []
+
+    def handle(broker, ctx, req):
+        futures.append(asyncio.get_running_loop().create_future())
+        return futures[-1]
+
+    async def main():
+        failing(K.PRODUCE, handle)
+        d = D.Dispatcher(broker)
+        later = d.dispatch(Ctx(K.PRODUCE, version), frame, 0)
+        assert type(later) is EncodedLater and later.fut is futures[0]
+        futures[0].set_exception(RuntimeError("a bug"))
+        _check(K.PRODUCE, version, later.finish(later.fut), E.UNKNOWN_SERVER_ERROR)
+
+        def boom(broker, ctx, req):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        failing(K.PRODUCE, boom)
+        return d.dispatch(Ctx(K.PRODUCE, version), frame, 0)
+    _check(K.PRODUCE, version, asyncio.run(main()),
+           HE.failure_code(OSError(errno.ENOSPC, "x"), K.PRODUCE))
+
+
 def test_one_warning_per_failure_and_info_when_the_controller_logged_it(failing, caplog):
     def boom(broker, ctx, req):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import types
 
+import pytest
+
 from mpbroker.protocol import api_keys as K
+from mpbroker.protocol.errors import ErrorCode
 from storage.slices import FileSlice
 from workers.fetch_session import CachedPartition
 from workers.payloads import sanitize_response
@@ -344,6 +347,75 @@ def test_cluster_scope_asks_every_worker_and_merges():
         mesh.answer(lambda m: {"error_code": 0, "groups": [{"group_id": "theirs"}]})
         return await answer
     assert [g["group_id"] for g in asyncio.run(run())["groups"]] == ["mine", "theirs"]
+
+
+def test_a_request_that_runs_here_whole_is_answered_as_the_handler_answers():
+    """No guard, no task: the handler's future itself, and its failure raised, for the
+    dispatcher to answer (as with one worker)."""
+    from workers.scope import PARTITION
+
+    async def run():
+        mesh = _Mesh(asyncio.get_running_loop())
+        fut = asyncio.get_running_loop().create_future()
+        req = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "a", "partitions": [
+            {"partition_index": i, "timestamp": -1} for i in (0, 2)]}]}
+        assert mesh.router.route(_ctx(K.LIST_OFFSETS, 7), req, lambda b, c, r: fut,
+                                 PARTITION) is fut
+
+        def broken(broker, ctx, sub):
+            raise OSError(5, "Input/output error")
+        with pytest.raises(OSError):
+            mesh.router.route(_ctx(K.LIST_OFFSETS, 7), req, broken, PARTITION)
+        assert mesh.link.sent == []
+    asyncio.run(run())
+
+
+def test_a_part_that_fails_here_answers_its_partitions_with_the_error():
+    """The local part of a split request is guarded: its partitions get the API's
+    error, the owner's part its answer, merged in request order."""
+    from workers.scope import PARTITION
+
+    async def run():
+        mesh = _Mesh(asyncio.get_running_loop())
+        req = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "a", "partitions": [
+            {"partition_index": i, "timestamp": -1} for i in (1, 0)]}]}
+
+        def broken(broker, ctx, sub):
+            raise OSError(5, "Input/output error")
+        answer = mesh.router.route(_ctx(K.LIST_OFFSETS, 7), req, broken, PARTITION)
+        mesh.answer(lambda m: {"topics": [{"name": "a", "partitions": [
+            {"partition_index": 1, "error_code": 0, "where": 1}]}]})
+        return await answer
+    parts = asyncio.run(run())["topics"][0]["partitions"]
+    assert [(p["partition_index"], p["error_code"]) for p in parts] == \
+        [(1, 0), (0, ErrorCode.KAFKA_STORAGE_ERROR)]
+
+
+def test_an_owner_that_goes_before_answering_has_its_part_answered_here():
+    """The part forwarded to a worker whose link closes meanwhile (PeerGone) runs here
+    instead, and the answer, a future completed by the parts' callbacks (no task), merges
+    it in request order."""
+    from workers.scope import PARTITION
+
+    async def run():
+        mesh = _Mesh(asyncio.get_running_loop())
+        mesh.link.worker = 1
+        mesh.router.broker.fetch_purgatory = types.SimpleNamespace(
+            check_and_complete=lambda key: 0)
+        req = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "a", "partitions": [
+            {"partition_index": i, "timestamp": -1} for i in (1, 0, 3)]}]}
+
+        def handle(broker, ctx, sub):
+            return {"topics": [{"name": "a", "partitions": [
+                {"partition_index": p["partition_index"], "where": "here"}
+                for p in sub["topics"][0]["partitions"]]}]}
+        answer = mesh.router.route(_ctx(K.LIST_OFFSETS, 7), req, handle, PARTITION)
+        assert isinstance(answer, asyncio.Future) and not answer.done()
+        mesh.router._closed(mesh.link)
+        return await answer
+    parts = asyncio.run(run())["topics"][0]["partitions"]
+    assert [(p["partition_index"], p["where"]) for p in parts] == \
+        [(1, "here"), (0, "here"), (3, "here")]
 
 
 def test_an_unreachable_owner_has_its_part_answered_here():

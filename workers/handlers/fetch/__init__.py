@@ -22,24 +22,10 @@ Modules: plan.py (the reads and the response), fanout.py (the front's split).
 from __future__ import annotations
 
 from workers.handlers.fetch.fanout import fan_out
-from workers.handlers.fetch.plan import FetchPlan, park, replica_id, requested_partitions
+from workers.handlers.fetch.plan import requested_partitions, serve
 
 __all__ = ["handle", "fan_out"]
 
 
 def handle(broker, ctx, req):
-    version = ctx.api_version
-    requested, forgotten, unknown_ids = requested_partitions(broker, req, version)
-    fctx = broker.fetch_sessions.new_context(
-        req.get("session_id", 0), req.get("session_epoch", -1), requested, forgotten,
-        is_follower=replica_id(req) >= 0, uses_topic_ids=version >= 13)
-    plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
-    if fctx.error_code:
-        return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
-                "responses": []}
-    results, total, any_error = plan.read_all()
-    if (plan.max_wait_ms <= 0 or not fctx.partitions or total >= plan.min_bytes or any_error
-            or unknown_ids):
-        return plan.response(results)
-    future, _ = park(plan, results, total)
-    return future
+    return serve(broker, ctx, req, *requested_partitions(broker, req, ctx.api_version))

@@ -38,13 +38,17 @@ import asyncio
 from storage import convert
 from workers.delayed import DelayedFetch
 from workers.handlers.fetch.plan import (FetchPlan, PartPlan, records_size, replica_id,
-                                         requested_partitions)
+                                         requested_partitions, serve)
 from workers.payloads import pin_records
 from workers.router import PeerGone, fetch_subrequest
 
 
 def fan_out(router, ctx, req, handle):
-    """Fetch across workers: the answer now, or an awaitable of it."""
+    """Fetch across workers: the answer now, or an awaitable of it. A Fetch whose
+    partitions are all this worker's is served here from the partitions resolved for
+    placing it (`plan.serve`, what the registry's handler runs), so `handle` is not
+    called: its failures, now or later, are the dispatcher's to answer, as with one
+    worker."""
     broker = router.broker
     version = ctx.api_version
     requested, forgotten, unknown_ids = requested_partitions(broker, req, version)
@@ -58,7 +62,7 @@ def fan_out(router, ctx, req, handle):
     # change from one request to the next: not remembered)
     placed = router.placed(reads, remember=epoch <= 0)
     if placed.mine:
-        return handle(broker, ctx, req)
+        return serve(broker, ctx, req, requested, forgotten, unknown_ids)
     fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
                                              requested, forgotten,
                                              is_follower=replica_id(req) >= 0,

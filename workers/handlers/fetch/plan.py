@@ -289,6 +289,24 @@ class PartPlan(FetchPlan):
         return results
 
 
+def serve(broker, ctx, req, requested: list, forgotten: list, unknown_ids: dict):
+    """A Fetch whose partitions are all this worker's (or that has no router), from its
+    `requested_partitions`: the response now, or a future of it (parked)."""
+    fctx = broker.fetch_sessions.new_context(
+        req.get("session_id", 0), req.get("session_epoch", -1), requested, forgotten,
+        is_follower=replica_id(req) >= 0, uses_topic_ids=ctx.api_version >= 13)
+    plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
+    if fctx.error_code:
+        return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
+                "responses": []}
+    results, total, any_error = plan.read_all()
+    if (plan.max_wait_ms <= 0 or not fctx.partitions or total >= plan.min_bytes or any_error
+            or unknown_ids):
+        return plan.response(results)
+    future, _ = park(plan, results, total)
+    return future
+
+
 def park(plan: FetchPlan, results: list, total: int) -> tuple[asyncio.Future, DelayedFetch]:
     """Park `plan` in the fetch purgatory, watching every partition it reads, right
     after its read `results` of `total` bytes (no await between them): the future

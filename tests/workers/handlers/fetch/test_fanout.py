@@ -8,7 +8,9 @@ import os
 import pytest
 
 from storage.batch import BatchBuilder
-from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx, fetch_req, produce
+from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx, fetch_req, part_of, produce
+from workers.handlers.fetch import fanout as fanout_mod
+from workers.handlers.fetch import handle as fetch_handle
 from workers.handlers.fetch.fanout import fan_out
 from workers.partition_states import RemoteStates, state_of
 from workers.router import PeerGone, Router, _Shape
@@ -81,11 +83,42 @@ def never(*_):
     raise AssertionError("the whole request runs here only when every partition is ours")
 
 
-def test_all_partitions_ours_runs_the_handler(broker):
+def test_all_partitions_ours_are_served_here(broker):
+    """Served as the registry's handler would (plan.serve), from the partitions resolved
+    for placing it: neither `handle` nor a second resolution runs."""
+    produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
     router = FakeRouter(broker)
     router.owner = lambda topic, partition: 0
-    assert fan_out(router, ctx(1, 11), fetch_req(0, 0), lambda b, c, r: "local") == "local"
+    resolved = []
+    real = fanout_mod.requested_partitions
+
+    def counting(*a):
+        resolved.append(a)
+        return real(*a)
+    fanout_mod.requested_partitions = counting
+    try:
+        resp = fan_out(router, ctx(1, 11), fetch_req(0, 0), never)
+    finally:
+        fanout_mod.requested_partitions = real
+    assert resp == fetch_handle(broker, ctx(1, 11), fetch_req(0, 0))
+    assert part_of(resp)["records"] and part_of(resp)["high_watermark"] == 1
+    assert len(resolved) == 1
     assert router.counted == [(TOPIC, 0)] and not router.forwarded
+
+
+def test_all_partitions_ours_park_as_a_future_of_the_answer(broker):
+    """A parked Fetch that is all this worker's is the purgatory's future itself (the
+    dispatcher finishes it with a callback; no task runs a guard around it)."""
+    router = FakeRouter(broker)
+    router.owner = lambda topic, partition: 0
+
+    async def run():
+        answer = fan_out(router, ctx(1, 11), fetch_req(0, 0, max_wait_ms=600_000), never)
+        assert isinstance(answer, asyncio.Future)
+        assert not answer.done()
+        produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
+        return await answer
+    assert part_of(asyncio.run(run()))["records"]
 
 
 def test_an_unreachable_owner_has_its_part_read_here(broker):
