@@ -86,13 +86,15 @@ class DelayedFetch(DelayedOperation):
     `results`, the read the op parks right after (its counters taken with it, `start`
     None): on completion `plan.read_again(results)` keeps the answers of the
     partitions whose state is still what that read found, instead of building them
-    again. Without it, everything is read again."""
+    again. Without it, everything is read again. `looked`: the Partition objects that
+    read looked up (None where a partition is not led here), in `fctx.partitions`' order:
+    counted from as they are now, not looked up again."""
 
     recheck_after_watch = False     # try_complete only reads, and reads nothing else
     unwatch_on_complete = True      # watched on every partition, woken by one
 
     def __init__(self, plan, future: asyncio.Future, lookup=None, start=None, base: int = 0,
-                 results=None):
+                 results=None, looked=None):
         super().__init__(plan.max_wait_ms)
         self.plan = plan
         self.future = future
@@ -118,6 +120,15 @@ class DelayedFetch(DelayedOperation):
         partition = self.lookup
         start_bytes, start_lso, counter = self.start_bytes, self.start_lso, self.counter
         which = 0 if plan.replica_id >= 0 else 1
+        if looked is not None:      # the Partitions the read before the park looked up
+            for cp, p in zip(plan.fctx.partitions, looked):
+                if p is None or p.closed:
+                    self.gone = True
+                key = (cp.topic, cp.partition)
+                start_bytes[key] = getattr(p, counter) if p else 0
+                if self.committed:
+                    start_lso[key] = p.last_stable_offset if p else -1
+            return
         for cp in plan.fctx.partitions:
             key = (cp.topic, cp.partition)
             snap = start.get(key) if start else None

@@ -267,8 +267,13 @@ class Purgatory:
             self._completed_in_lists += 1
             return
         op._keys = None
-        for key in keys:
-            self._unwatch(key, op)
+        watchers = self._watchers
+        for key in keys:        # _unwatch, inline: a Fetch leaves every partition it read
+            ops = watchers.get(key)
+            if ops is not None:
+                ops.pop(op, None)
+                if not ops:
+                    del watchers[key]
 
     def __repr__(self) -> str:
         return f"Purgatory({self.name!r}, pending={self._pending}, keys={len(self._watchers)})"

@@ -237,3 +237,35 @@ def test_a_partition_gone_when_the_fetch_parks_completes_it_at_the_first_check()
         op = DelayedFetch(FakePlan(fake_broker(p), [p]), loop.create_future())
         assert not op.gone and not op.try_complete()
     asyncio.run(run())
+
+
+def test_a_fetch_parked_from_the_partitions_its_read_looked_up_counts_as_one_looked_up_again():
+    """`looked` (the read's Partition objects, None where one is not led here) gives the
+    same counters, LSOs and `gone` as looking each partition up, without the lookups."""
+    async def run():
+        loop = asyncio.get_running_loop()
+        a = FakePartition(index=0, bytes_appended=100, bytes_committed=70, last_stable_offset=4)
+        b = FakePartition(index=1, bytes_appended=9, bytes_committed=5)
+        closed = FakePartition(index=2, closed=True)
+        lookups = []
+
+        def nobody(t, i):
+            lookups.append((t, i))
+        broker = types.SimpleNamespace(partition=nobody)
+        for isolation in (0, 1):
+            for replica in (-1, 2):
+                plan = FakePlan(broker, [a, b], replica_id=replica, isolation_level=isolation)
+                op = DelayedFetch(plan, loop.create_future(), lookup=fake_broker(a, b).partition,
+                                  looked=[a, b])
+                ref = DelayedFetch(plan, loop.create_future(), lookup=fake_broker(a, b).partition)
+                assert (op.start_bytes, op.start_lso, op.gone) == \
+                    (ref.start_bytes, ref.start_lso, ref.gone)
+                assert op.start_bytes[("t", 0)] == (100 if replica >= 0 else 70)
+        assert lookups == []
+        for looked in ([a, None], [a, closed]):
+            plan = FakePlan(broker, [a, b if looked[1] is None else closed])
+            op = DelayedFetch(plan, loop.create_future(), looked=looked)
+            assert op.gone
+        assert not DelayedFetch(FakePlan(broker, [a, b]), loop.create_future(),
+                                looked=[a, b]).gone
+    asyncio.run(run())

@@ -109,9 +109,11 @@ class FetchPlan:
         self.max_wait_ms = req["max_wait_ms"]
         self.replica_id = replica_id(req)
 
-    def read_all(self, cps=None) -> tuple[list, int, bool]:
+    def read_all(self, cps=None, looked: list | None = None) -> tuple[list, int, bool]:
         """Returns ([(cp, partition dict)], bytes read, any error) of `cps` (default:
-        every partition of the request), in order."""
+        every partition of the request), in order. `looked`, when given, gets each
+        partition object read (None: not led here), in the same order: what a park
+        right after counts from (`park`), without looking them up again."""
         out, total, any_error = [], 0, False
         budget = self.max_bytes
         partition = self.broker.partition
@@ -122,6 +124,8 @@ class FetchPlan:
         fast = self.replica_id < 0 and self.version >= convert.ZSTD_MIN_FETCH_VERSION
         for cp in self.fctx.partitions if cps is None else cps:
             p = partition(cp.topic, cp.partition)
+            if looked is not None:
+                looked.append(p)
             if fast and p is not None:
                 lg = p.log
                 hw = lg.high_watermark
@@ -299,23 +303,26 @@ def serve(broker, ctx, req, requested: list, forgotten: list, unknown_ids: dict)
     if fctx.error_code:
         return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
                 "responses": []}
-    results, total, any_error = plan.read_all()
+    looked: list = []
+    results, total, any_error = plan.read_all(looked=looked)
     if (plan.max_wait_ms <= 0 or not fctx.partitions or total >= plan.min_bytes or any_error
             or unknown_ids):
         return plan.response(results)
-    future, _ = park(plan, results, total)
+    future, _ = park(plan, results, total, looked)
     return future
 
 
-def park(plan: FetchPlan, results: list, total: int) -> tuple[asyncio.Future, DelayedFetch]:
+def park(plan: FetchPlan, results: list, total: int,
+         looked: list | None = None) -> tuple[asyncio.Future, DelayedFetch]:
     """Park `plan` in the fetch purgatory, watching every partition it reads, right
-    after its read `results` of `total` bytes (no await between them): the future
+    after its read `results` of `total` bytes (no await between them; `looked`: the
+    partitions that read looked up, `read_all`'s, counted from as they are): the future
     resolves to `plan.response(...)` of a read once `min_bytes` arrived, a watched
     partition went away, or `max_wait_ms` expired (workers/delayed.py); that read reads
     again only the partitions whose state changed, unless the first found records
     already (min_bytes over 1): then it reads them all."""
     future = asyncio.get_running_loop().create_future()
-    op = DelayedFetch(plan, future, results=None if total else results)
+    op = DelayedFetch(plan, future, results=None if total else results, looked=looked)
     # its counters were taken just now, after the read: nothing can have arrived
     # since, unless a partition is already gone
     plan.broker.fetch_purgatory.try_complete_else_watch(op, list(op.start_bytes),
