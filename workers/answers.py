@@ -81,55 +81,75 @@ def join(answers: list, merge: Callable, recover: Callable | None = None) -> asy
     answer that fails is given to `recover(i, exc)`, which returns the answer to wait
     for instead (now or later) or raises; the join then fails with what it raised
     (without `recover`, with the failure itself), as does a failing `merge`. A
-    cancelled answer cancels the join; once the join is done (cancelled by its
-    waiter: the client went), the answers still to come are ignored."""
-    out = list(answers)
-    fut = asyncio.get_running_loop().create_future()
-    left = [0]
+    cancelled answer cancels the join; once the join is done (failed, or cancelled by
+    its waiter), the answers still to come are only looked at (a failure is not left
+    unretrieved) and the join keeps nothing of the request."""
+    return _Join(answers, merge, recover).fut
 
-    def wait(i, answer) -> None:
+
+class _Join:
+    __slots__ = ("fut", "out", "left", "merge", "recover")
+
+    def __init__(self, answers: list, merge: Callable, recover: Callable | None):
+        self.fut = asyncio.get_running_loop().create_future()
+        self.out = list(answers)
+        self.merge, self.recover = merge, recover
+        self.left = 0
+        for i, answer in enumerate(answers):
+            if later(answer):
+                self.left += 1
+                self._wait(i, answer)
+        if not self.left:
+            self._finish()
+
+    def _wait(self, i: int, answer) -> None:
         if not isinstance(answer, _Future):
             answer = asyncio.ensure_future(answer)
-        answer.add_done_callback(functools.partial(done, i))
+        answer.add_done_callback(functools.partial(self._done, i))
 
-    def done(i, f) -> None:
+    def _done(self, i: int, f: asyncio.Future) -> None:
+        fut = self.fut
         if fut.done():
+            if not f.cancelled():
+                f.exception()       # retrieved: a part that fails after the join did
+            self._drop()            # (cancelled by its waiter meanwhile)
             return
         if f.cancelled():
+            self._drop()
             fut.cancel()
             return
         exc = f.exception()
         if exc is None:
-            out[i] = f.result()
+            self.out[i] = f.result()
         else:
             try:
-                if recover is None:
+                if self.recover is None:
                     raise exc
-                answer = recover(i, exc)
+                answer = self.recover(i, exc)
             except asyncio.CancelledError:
+                self._drop()
                 fut.cancel()
                 return
             except Exception as e:          # the join's waiter gets it
+                self._drop()
                 fut.set_exception(e)
                 return
             if later(answer):
-                wait(i, answer)
+                self._wait(i, answer)
                 return
-            out[i] = answer
-        left[0] -= 1
-        if not left[0]:
-            finish()
+            self.out[i] = answer
+        self.left -= 1
+        if not self.left:
+            self._finish()
 
-    def finish() -> None:
+    def _finish(self) -> None:
         try:
-            fut.set_result(merge(out))
+            self.fut.set_result(self.merge(self.out))
         except Exception as e:
-            fut.set_exception(e)
+            self.fut.set_exception(e)
+        self._drop()
 
-    for i, answer in enumerate(answers):
-        if later(answer):
-            left[0] += 1
-            wait(i, answer)
-    if not left[0]:
-        finish()
-    return fut
+    def _drop(self) -> None:
+        """Nothing of the request is kept once the join is done (answers still to come
+        hold this object until they do)."""
+        self.out = self.merge = self.recover = None
