@@ -173,13 +173,12 @@ class Fanout:
         self.budget = max(1, (plan.max_bytes - read_total)
                           // max(1, len(asks) + bool(local)))
         if local:
+            looked: list = []       # the Partitions read, counted from as they are
             results, total, error = PartPlan(self.broker, self.ctx, self._part_req(),
-                                             local).read_all()
-            partition = self.broker.partition
-            for cp, data in results:
+                                             local).read_all(looked=looked)
+            for (cp, data), p in zip(results, looked):
                 key = (cp.topic, cp.partition)
                 found[key] = data
-                p = partition(*key)
                 if p is not None:
                     start[key] = (p.bytes_appended, p.bytes_committed, p.last_stable_offset)
             self.found_bytes += total
