@@ -1,7 +1,9 @@
-"""Forwarded produce vs local produce, by throughput AND by broker CPU per MB.
+"""Forwarded produce vs local produce, by throughput AND by broker CPU per MB, or by
+broker CPU per request (`--requests`).
 
     .venv/bin/python -m loadtest.bench_forward [--mb 32] [--min-each 3] [--max-trials 30]
                                               [--tree DIR]...
+    .venv/bin/python -m loadtest.bench_forward --requests 6000 [--rate 1500] [--size 100]
 
 One broker per `--tree` (a checkout of this repository; default: this one), each with
 num.workers=2 and `placement.fwd-bench=0` (every partition on worker 0), run side by side.
@@ -17,13 +19,21 @@ seconds (user+system of the broker's child processes: the workers and the contro
 per 100 MB, whose ratio remote/local is the forwarding cost with the noise of a shared
 machine mostly removed (CPU time, unlike wall time, does not grow when other processes
 take the cores).
+
+`--requests N`: the cost of a forwarded request rather than of forwarded bytes. Each
+trial sends N single-record Produce requests at `--rate` records/s (linger.ms=0, acks=1,
+one record in flight at a time at that pace: what a latency-bound producer sends), and
+prints the broker's CPU µs per Produce request (requests as librdkafka's statistics
+count them) local and remote, their medians and ratio.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -45,6 +55,46 @@ class TreePeer(MpbrokerPeer):
         return env
 
 
+def produce_requests(bootstrap, topic, partitions, size, count, rate, client_id,
+                     on_connected):
+    """Send `count` records one by one at `rate`/s (linger.ms=0); the Produce requests
+    librdkafka counted sending them."""
+    from confluent_kafka import Producer
+    stats = {}
+
+    def on_stats(doc):
+        stats["tx"] = sum(b["tx"] for b in json.loads(doc)["brokers"].values()
+                          if b["nodeid"] >= 0)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1",
+                  "client.id": client_id, "statistics.interval.ms": 100,
+                  "stats_cb": on_stats})
+    value = b"x" * size
+    p.produce(topic, value, partition=0)      # the connection exists before the count
+    p.flush(30)
+    deadline = time.monotonic() + 10
+    while "tx" not in stats and time.monotonic() < deadline:
+        p.poll(0.05)
+    on_connected()
+    tx0 = stats.get("tx", 0)
+    t0 = time.perf_counter()
+    for i in range(count):
+        p.produce(topic, value, partition=i % partitions)
+        p.poll(0)
+        ahead = t0 + (i + 1) / rate - time.perf_counter()
+        if ahead > 0:
+            time.sleep(ahead)
+    if p.flush(60):
+        raise RuntimeError("produce failed: records left undelivered")
+    seen = stats.get("tx", 0)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:    # the statistics after the last request
+        p.poll(0.15)
+        if stats.get("tx", 0) == seen:
+            break
+        seen = stats["tx"]
+    return stats["tx"] - tx0
+
+
 def broker_cpu(peer) -> float:
     """CPU seconds of the broker's processes below its supervisor."""
     return tree_cpu_s(peer.proc.pid, children_only=True)
@@ -53,12 +103,18 @@ def broker_cpu(peer) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=32)
-    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--size", type=int, default=None,
+                    help="record bytes (default 1024; 100 with --requests)")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--min-each", type=int, default=3)
     ap.add_argument("--max-trials", type=int, default=30)
     ap.add_argument("--tree", action="append", default=[])
+    ap.add_argument("--requests", type=int, default=0,
+                    help="CPU per request: this many single-record Produce requests a trial")
+    ap.add_argument("--rate", type=float, default=1500, help="records/s with --requests")
     args = ap.parse_args(argv)
+    if args.size is None:
+        args.size = 100 if args.requests else 1024
     trees = [Path(t).resolve() for t in args.tree] or [Path(__file__).resolve().parent.parent]
     count = int(args.mb * 1e6 / args.size)
     mb = args.size * count / 1e6
@@ -85,6 +141,18 @@ def main(argv=None) -> int:
                 def classify():
                     seen["front"] = front_of(peer, cid, "bytes_in")
                     seen["cpu"] = broker_cpu(peer)
+                if args.requests:
+                    n = produce_requests(peer.bootstrap, TOPIC, args.partitions, args.size,
+                                         args.requests, args.rate, cid, classify)
+                    cpu = broker_cpu(peer) - seen["cpu"]
+                    front = seen.get("front")
+                    if front is None or not n:
+                        continue
+                    res[i][front].append((n, cpu * 1e6 / n))
+                    print(f"trial {trial + 1} {trees[i]}: worker {front} "
+                          f"({'local' if front == 0 else 'remote'}): {n} Produce requests, "
+                          f"{cpu * 1e6 / n:6.1f} broker CPU µs per request", flush=True)
+                    continue
                 dt = produce(peer.bootstrap, TOPIC, args.partitions, args.size, count, cid,
                              classify)
                 cpu = broker_cpu(peer) - seen["cpu"]
@@ -109,6 +177,11 @@ def main(argv=None) -> int:
             continue
         ml, mr = (statistics.median(x[0] for x in r[w]) for w in (0, 1))
         cl, cr = (statistics.median(x[1] for x in r[w]) for w in (0, 1))
+        if args.requests:
+            print(f"{trees[i]}: broker CPU µs per Produce request: local {cl:.1f} "
+                  f"(n={len(r[0])}), remote {cr:.1f} (n={len(r[1])}), "
+                  f"remote/local = {cr / cl if cl else float('inf'):.2f}")
+            continue
         print(f"{trees[i]}: local {ml:.1f} MB/s (n={len(r[0])}), remote {mr:.1f} MB/s "
               f"(n={len(r[1])}), throughput remote/local = {mr / ml:.2f}; CPU s/100MB local "
               f"{cl:.3f}, remote {cr:.3f}, CPU remote/local = {cr / cl:.2f}")
