@@ -261,11 +261,12 @@ class Connection:
         if not self._reading:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
-        fut = self._readable = self.loop.create_future()
+        # (`_wait`, inline: a wait per request)
+        fut = self._readable = self._waiter = self.loop.create_future()
         try:
-            await self._wait(fut)
+            await fut
         finally:
-            self._readable = None
+            self._readable = self._waiter = None
 
     def _on_readable(self) -> None:
         fut = self._readable

@@ -39,6 +39,12 @@ _HHI = struct.Struct(">hhi")
 _h = struct.Struct(">h")
 _i = struct.Struct(">i")
 _ii = struct.Struct(">ii")
+# the header version of each (api key, version) seen, as request_header_version and
+# response_header_version answer it (pairs of defined keys only: an unknown key raises
+# before it is kept; at most this many, whatever versions clients send)
+_HEADER_VERSIONS_KEPT = 4096
+_REQUEST_HEADERS: dict[tuple[int, int], int] = {}
+_FLEXIBLE_RESPONSES: dict[tuple[int, int], bool] = {}
 
 
 class RequestHeader(NamedTuple):
@@ -81,7 +87,11 @@ def parse_request_header(buf) -> tuple[RequestHeader, int]:
     if end < 8:
         raise ProtocolError("request header truncated")
     api_key, api_version, correlation_id = _HHI.unpack_from(buf, 0)
-    header_version = request_header_version(api_key, api_version)
+    header_version = _REQUEST_HEADERS.get((api_key, api_version))
+    if header_version is None:      # (each pair is looked up once: it never changes)
+        header_version = request_header_version(api_key, api_version)
+        if len(_REQUEST_HEADERS) < _HEADER_VERSIONS_KEPT:
+            _REQUEST_HEADERS[(api_key, api_version)] = header_version
     pos = 8
     client_id = None
     if header_version >= 1:
@@ -95,7 +105,10 @@ def parse_request_header(buf) -> tuple[RequestHeader, int]:
             client_id = str(buf[pos:pos + n], "utf-8", "replace")
             pos += n
     if header_version >= 2:
-        pos = _skip_tagged_fields(buf, pos, end)
+        if pos < end and buf[pos] == 0:
+            pos += 1                # no tagged fields: what every client sends
+        else:
+            pos = _skip_tagged_fields(buf, pos, end)
     return RequestHeader(api_key, api_version, correlation_id, client_id, header_version), pos
 
 
@@ -143,7 +156,12 @@ def frame_response(api_key: int, api_version: int, correlation_id: int, body_chu
     body_len = 0
     for c in body_chunks:
         body_len += c.length if isinstance(c, FileSlice) else len(c)
-    if response_header_version(api_key, api_version) == 0:
+    flexible = _FLEXIBLE_RESPONSES.get((api_key, api_version))
+    if flexible is None:
+        flexible = response_header_version(api_key, api_version) == 1
+        if len(_FLEXIBLE_RESPONSES) < _HEADER_VERSIONS_KEPT:
+            _FLEXIBLE_RESPONSES[(api_key, api_version)] = flexible
+    if not flexible:
         head = _ii.pack(body_len + 4, correlation_id)
     else:
         head = _ii.pack(body_len + 5, correlation_id) + b"\x00"

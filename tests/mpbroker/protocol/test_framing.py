@@ -43,6 +43,29 @@ def test_header_of_an_unknown_api_versions_version_parses():
     assert (hdr.api_version, hdr.header_version, pos) == (9, 2, len(frame))
 
 
+def test_header_versions_kept_per_key_and_version_answer_as_computed():
+    """parse_request_header and frame_response keep each pair's header version: the
+    same answer, parse after parse, for every defined key and version (a header with
+    and without tagged fields, one the first time a pair is seen, one after)."""
+    for key in sorted(codec.REQUESTS):
+        lo, hi = codec.REQUESTS[key].valid_versions
+        for v in range(lo, hi + 2):
+            want = framing.request_header_version(key, v)
+            head = h(key) + h(v) + i(3) + (h(1) + b"c" if want >= 1 else b"")
+            for tags in (b"\x00", b"\x01\x07\x01z", b"\x00"):
+                frame = head + (tags if want >= 2 else b"") + b"BODY"
+                hdr, pos = framing.parse_request_header(frame)
+                assert hdr.header_version == want and frame[pos:] == b"BODY", (key, v, tags)
+            flexible = framing.response_header_version(key, v) == 1
+            for _ in range(2):
+                head_chunk = framing.frame_response(key, v, 3, [b"xy"])[0]
+                assert len(head_chunk) == (9 if flexible else 8), (key, v)
+    assert framing._REQUEST_HEADERS[(7, 0)] == 0        # ControlledShutdown v0
+    with pytest.raises(UnsupportedVersion):             # an unknown key is never kept
+        framing.parse_request_header(h(999) + h(0) + i(1) + h(-1))
+    assert all(k != 999 for k, _ in framing._REQUEST_HEADERS)
+
+
 def test_header_errors():
     for bad in (b"", h(3) + h(1) + i(1), h(3) + h(1) + i(1) + h(10) + b"abc",
                 h(0) + h(9) + i(1) + h(0), h(0) + h(9) + i(1) + h(0) + b"\x02\x01"):
