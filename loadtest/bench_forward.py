@@ -24,7 +24,8 @@ take the cores).
 trial sends N single-record Produce requests at `--rate` records/s (linger.ms=0, acks=1,
 one record in flight at a time at that pace: what a latency-bound producer sends), and
 prints the broker's CPU µs per Produce request (requests as librdkafka's statistics
-count them) local and remote, their medians and ratio.
+count them) local and remote, their medians and ratio, and the medians of its user
+and system parts.
 """
 from __future__ import annotations
 
@@ -100,6 +101,24 @@ def broker_cpu(peer) -> float:
     return tree_cpu_s(peer.proc.pid, children_only=True)
 
 
+def broker_cpu_split(peer) -> tuple[float, float]:
+    """(user, system) CPU seconds of the broker's processes below its supervisor."""
+    import psutil
+    user = system = 0.0
+    try:
+        procs = psutil.Process(peer.proc.pid).children(recursive=True)
+    except psutil.Error:
+        return 0.0, 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        user += t.user
+        system += t.system
+    return user, system
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=32)
@@ -141,17 +160,21 @@ def main(argv=None) -> int:
                 def classify():
                     seen["front"] = front_of(peer, cid, "bytes_in")
                     seen["cpu"] = broker_cpu(peer)
+                    seen["split"] = broker_cpu_split(peer)
                 if args.requests:
                     n = produce_requests(peer.bootstrap, TOPIC, args.partitions, args.size,
                                          args.requests, args.rate, cid, classify)
                     cpu = broker_cpu(peer) - seen["cpu"]
+                    user, system = (b - a for a, b in zip(seen["split"],
+                                                          broker_cpu_split(peer)))
                     front = seen.get("front")
                     if front is None or not n:
                         continue
-                    res[i][front].append((n, cpu * 1e6 / n))
+                    res[i][front].append((n, cpu * 1e6 / n, user * 1e6 / n, system * 1e6 / n))
                     print(f"trial {trial + 1} {trees[i]}: worker {front} "
                           f"({'local' if front == 0 else 'remote'}): {n} Produce requests, "
-                          f"{cpu * 1e6 / n:6.1f} broker CPU µs per request", flush=True)
+                          f"{cpu * 1e6 / n:6.1f} broker CPU µs per request (user "
+                          f"{user * 1e6 / n:.1f}, system {system * 1e6 / n:.1f})", flush=True)
                     continue
                 dt = produce(peer.bootstrap, TOPIC, args.partitions, args.size, count, cid,
                              classify)
@@ -178,9 +201,12 @@ def main(argv=None) -> int:
         ml, mr = (statistics.median(x[0] for x in r[w]) for w in (0, 1))
         cl, cr = (statistics.median(x[1] for x in r[w]) for w in (0, 1))
         if args.requests:
+            ul, ur, sl, sr = (statistics.median(x[k] for x in r[w])
+                              for k, w in ((2, 0), (2, 1), (3, 0), (3, 1)))
             print(f"{trees[i]}: broker CPU µs per Produce request: local {cl:.1f} "
                   f"(n={len(r[0])}), remote {cr:.1f} (n={len(r[1])}), "
-                  f"remote/local = {cr / cl if cl else float('inf'):.2f}")
+                  f"remote/local = {cr / cl if cl else float('inf'):.2f}; user/system "
+                  f"local {ul:.1f}/{sl:.1f}, remote {ur:.1f}/{sr:.1f}")
             continue
         print(f"{trees[i]}: local {ml:.1f} MB/s (n={len(r[0])}), remote {mr:.1f} MB/s "
               f"(n={len(r[1])}), throughput remote/local = {mr / ml:.2f}; CPU s/100MB local "

@@ -17,10 +17,12 @@ def test_tiny_bench_forward_per_request():
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     trials = re.findall(r"worker (\d) \((local|remote)\): (\d+) Produce requests,\s+([\d.]+) "
-                        r"broker CPU µs per request", proc.stdout)
+                        r"broker CPU µs per request \(user [\d.]+, system [\d.]+\)",
+                        proc.stdout)
     assert {(w, where) for w, where, _, _ in trials} == {("0", "local"), ("1", "remote")}
     # one request per record at this pace, give or take the few a busy moment batches
     assert all(150 <= int(n) <= 200 and float(us) >= 0 for _, _, n, us in trials)
     summary = re.search(r"broker CPU µs per Produce request: local ([\d.]+) \(n=\d+\), remote "
-                        r"([\d.]+) \(n=\d+\), remote/local = ([\d.]+)", proc.stdout)
+                        r"([\d.]+) \(n=\d+\), remote/local = ([\d.]+|inf); user/system local "
+                        r"[\d.]+/[\d.]+, remote [\d.]+/[\d.]+", proc.stdout)
     assert summary, proc.stdout
