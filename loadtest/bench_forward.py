@@ -57,9 +57,11 @@ class TreePeer(MpbrokerPeer):
 
 
 def produce_requests(bootstrap, topic, partitions, size, count, rate, client_id,
-                     on_connected):
+                     on_connected, on_sent):
     """Send `count` records one by one at `rate`/s (linger.ms=0); the Produce requests
-    librdkafka counted sending them."""
+    librdkafka counted sending them. `on_connected` runs once the connection is up and
+    counted, `on_sent` once every record is acknowledged (the broker's CPU is read
+    between the two)."""
     from confluent_kafka import Producer
     stats = {}
 
@@ -72,11 +74,8 @@ def produce_requests(bootstrap, topic, partitions, size, count, rate, client_id,
     value = b"x" * size
     p.produce(topic, value, partition=0)      # the connection exists before the count
     p.flush(30)
-    deadline = time.monotonic() + 10
-    while "tx" not in stats and time.monotonic() < deadline:
-        p.poll(0.05)
+    tx0 = fresh_tx(p, stats)                  # a report written after the warm-up
     on_connected()
-    tx0 = stats.get("tx", 0)
     t0 = time.perf_counter()
     for i in range(count):
         p.produce(topic, value, partition=i % partitions)
@@ -86,14 +85,20 @@ def produce_requests(bootstrap, topic, partitions, size, count, rate, client_id,
             time.sleep(ahead)
     if p.flush(60):
         raise RuntimeError("produce failed: records left undelivered")
-    seen = stats.get("tx", 0)
+    on_sent()
+    return fresh_tx(p, stats) - tx0
+
+
+def fresh_tx(p, stats: dict) -> int:
+    """The requests sent so far, from a statistics report written after this call
+    (one processed by a flush may predate the requests just acknowledged)."""
+    stats.clear()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:    # the statistics after the last request
-        p.poll(0.15)
-        if stats.get("tx", 0) == seen:
-            break
-        seen = stats["tx"]
-    return stats["tx"] - tx0
+    while "tx" not in stats:
+        if time.monotonic() > deadline:
+            raise RuntimeError("no statistics from librdkafka within 10 s")
+        p.poll(0.05)
+    return stats["tx"]
 
 
 def broker_cpu(peer) -> float:
@@ -132,6 +137,8 @@ def main(argv=None) -> int:
                     help="CPU per request: this many single-record Produce requests a trial")
     ap.add_argument("--rate", type=float, default=1500, help="records/s with --requests")
     args = ap.parse_args(argv)
+    if args.rate <= 0:
+        ap.error("--rate must be positive")
     if args.size is None:
         args.size = 100 if args.requests else 1024
     trees = [Path(t).resolve() for t in args.tree] or [Path(__file__).resolve().parent.parent]
@@ -162,11 +169,13 @@ def main(argv=None) -> int:
                     seen["cpu"] = broker_cpu(peer)
                     seen["split"] = broker_cpu_split(peer)
                 if args.requests:
+                    def sent():
+                        seen["cpu_end"] = broker_cpu(peer)
+                        seen["split_end"] = broker_cpu_split(peer)
                     n = produce_requests(peer.bootstrap, TOPIC, args.partitions, args.size,
-                                         args.requests, args.rate, cid, classify)
-                    cpu = broker_cpu(peer) - seen["cpu"]
-                    user, system = (b - a for a, b in zip(seen["split"],
-                                                          broker_cpu_split(peer)))
+                                         args.requests, args.rate, cid, classify, sent)
+                    cpu = seen["cpu_end"] - seen["cpu"]
+                    user, system = (b - a for a, b in zip(seen["split"], seen["split_end"]))
                     front = seen.get("front")
                     if front is None or not n:
                         continue

@@ -81,9 +81,10 @@ def join(answers: list, merge: Callable, recover: Callable | None = None) -> asy
     answer that fails is given to `recover(i, exc)`, which returns the answer to wait
     for instead (now or later) or raises; the join then fails with what it raised
     (without `recover`, with the failure itself), as does a failing `merge`. A
-    cancelled answer cancels the join; once the join is done (failed, or cancelled by
-    its waiter), the answers still to come are only looked at (a failure is not left
-    unretrieved) and the join keeps nothing of the request."""
+    cancelled answer cancels the join. Once the join has merged or failed, the answers
+    still to come are only looked at (a failure is not left unretrieved) and it keeps
+    nothing of the request; a join its waiter cancelled (nothing in the request path
+    does) lets go of it at the next answer."""
     return _Join(answers, merge, recover).fut
 
 

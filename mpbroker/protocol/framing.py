@@ -40,9 +40,8 @@ _h = struct.Struct(">h")
 _i = struct.Struct(">i")
 _ii = struct.Struct(">ii")
 # the header version of each (api key, version) seen, as request_header_version and
-# response_header_version answer it (pairs of defined keys only: an unknown key raises
-# before it is kept; at most this many, whatever versions clients send)
-_HEADER_VERSIONS_KEPT = 4096
+# response_header_version answer it: the versions the schemas define only (a few
+# thousand pairs at most), whatever versions clients send
 _REQUEST_HEADERS: dict[tuple[int, int], int] = {}
 _FLEXIBLE_RESPONSES: dict[tuple[int, int], bool] = {}
 
@@ -88,9 +87,10 @@ def parse_request_header(buf) -> tuple[RequestHeader, int]:
         raise ProtocolError("request header truncated")
     api_key, api_version, correlation_id = _HHI.unpack_from(buf, 0)
     header_version = _REQUEST_HEADERS.get((api_key, api_version))
-    if header_version is None:      # (each pair is looked up once: it never changes)
+    if header_version is None:      # (a defined pair is looked up once: it never changes)
         header_version = request_header_version(api_key, api_version)
-        if len(_REQUEST_HEADERS) < _HEADER_VERSIONS_KEPT:
+        lo, hi = codec.REQUESTS[api_key].valid_versions
+        if lo <= api_version <= hi:
             _REQUEST_HEADERS[(api_key, api_version)] = header_version
     pos = 8
     client_id = None
@@ -159,7 +159,8 @@ def frame_response(api_key: int, api_version: int, correlation_id: int, body_chu
     flexible = _FLEXIBLE_RESPONSES.get((api_key, api_version))
     if flexible is None:
         flexible = response_header_version(api_key, api_version) == 1
-        if len(_FLEXIBLE_RESPONSES) < _HEADER_VERSIONS_KEPT:
+        msg = codec.RESPONSES.get(api_key)
+        if msg is not None and msg.valid_versions[0] <= api_version <= msg.valid_versions[1]:
             _FLEXIBLE_RESPONSES[(api_key, api_version)] = flexible
     if not flexible:
         head = _ii.pack(body_len + 4, correlation_id)

@@ -21,7 +21,8 @@ def test_tiny_bench_forward_per_request():
                         proc.stdout)
     assert {(w, where) for w, where, _, _ in trials} == {("0", "local"), ("1", "remote")}
     # one request per record at this pace, give or take the few a busy moment batches
-    assert all(150 <= int(n) <= 200 and float(us) >= 0 for _, _, n, us in trials)
+    # (and a metadata refresh)
+    assert all(150 <= int(n) <= 205 and float(us) >= 0 for _, _, n, us in trials)
     summary = re.search(r"broker CPU µs per Produce request: local ([\d.]+) \(n=\d+\), remote "
                         r"([\d.]+) \(n=\d+\), remote/local = ([\d.]+|inf); user/system local "
                         r"[\d.]+/[\d.]+, remote [\d.]+/[\d.]+", proc.stdout)

@@ -63,7 +63,14 @@ def test_header_versions_kept_per_key_and_version_answer_as_computed():
     assert framing._REQUEST_HEADERS[(7, 0)] == 0        # ControlledShutdown v0
     with pytest.raises(UnsupportedVersion):             # an unknown key is never kept
         framing.parse_request_header(h(999) + h(0) + i(1) + h(-1))
-    assert all(k != 999 for k, _ in framing._REQUEST_HEADERS)
+    # versions no schema defines (a client can send any) are answered, never kept
+    for v in (-1, 999, 32767):
+        hdr, _ = framing.parse_request_header(h(18) + h(v) + i(1) + h(-1) + b"\x00")
+        assert hdr.api_version == v
+    assert all(codec.REQUESTS[k].valid_versions[0] <= v <= codec.REQUESTS[k].valid_versions[1]
+               for k, v in framing._REQUEST_HEADERS)
+    assert all(codec.RESPONSES[k].valid_versions[0] <= v <= codec.RESPONSES[k].valid_versions[1]
+               for k, v in framing._FLEXIBLE_RESPONSES)
 
 
 def test_header_errors():
