@@ -217,7 +217,7 @@ _BROKER_TABLE = [
     ("max.partitions", INT, INT_MAX, at_least(1), MEDIUM, CLUSTER_WIDE, "The maximum number of partitions in the cluster (KIP-578); a CreateTopics or CreatePartitions that would pass it is refused with POLICY_VIOLATION."),
     # mpbroker's own
     ("num.workers", INT, None, at_least(1), HIGH, READ_ONLY, "mpbroker: number of worker processes (one per core). Default: the number of CPUs usable by this process."),
-    ("worker.cpu.affinity", BOOLEAN, True, None, MEDIUM, READ_ONLY, "mpbroker: pin each worker process to one CPU."),
+    ("worker.cpu.affinity", BOOLEAN, False, None, MEDIUM, READ_ONLY, "mpbroker: pin each worker process to one CPU (worker i to the i-th usable CPU). Off by default: a pinned worker cannot move off a CPU that clients or other services keep busy (on a 2-vCPU machine shared with its clients it cost 13% more CPU per request, loadtest/RESULTS.md); pin on a machine whose CPUs the broker has to itself."),
     ("admin.socket", STRING, None, None, LOW, READ_ONLY, "mpbroker: path of the local admin socket (served by the controller process; `mpbroker placement`). Default: <first log dir>/.mpbroker-admin.sock."),
     ("worker.heartbeat.timeout.ms", INT, 30000, at_least(1), MEDIUM, READ_ONLY, "mpbroker: a serving child whose heartbeat is older than this is killed (SIGKILL) and respawned."),
     ("placement.balance.threshold", DOUBLE, 0.2, at_least(0), MEDIUM, READ_ONLY, "mpbroker: placement balancing moves partitions only when the most loaded worker's load (bytes, requests and CPU, each as a share of the broker's total) exceeds the mean by more than this fraction; then the fewest moves found that bring every worker within it."),

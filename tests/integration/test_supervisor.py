@@ -145,6 +145,23 @@ def test_workers_run_on_uvloop(own_broker):
     assert line.group(0).endswith(b"(event loop: uvloop)"), line.group(0)
 
 
+def test_workers_are_pinned_to_cpus_only_when_asked(own_broker):
+    """worker.cpu.affinity is off by default: every worker may run on every CPU the
+    broker may use; set, worker i runs on the i-th of them only."""
+    cpus = sorted(os.sched_getaffinity(0))
+    serving = re.compile(rb"worker (\d+) \(pid (\d+)\) serving on")
+
+    def affinities(b) -> dict[int, list[int]]:
+        found = h.wait_until(lambda: (lambda m: m if len(m) >= 2 else None)(
+            serving.findall(b.log_path.read_bytes())), 20, "two serving workers", b, step=0.05)
+        return {int(w): sorted(os.sched_getaffinity(int(pid))) for w, pid in found}
+    b = own_broker({"num.workers": 2}).start()
+    assert affinities(b) == {0: cpus, 1: cpus}
+    b.stop()
+    b = own_broker({"num.workers": 2, "worker.cpu.affinity": "true"}).start()
+    assert affinities(b) == {0: [cpus[0]], 1: [cpus[1 % len(cpus)]]}
+
+
 def test_killed_worker_is_respawned_and_serves_its_partitions(own_broker):
     b = own_broker({"log.flush.interval.messages": 1}).start()
     produce(b, "sup-respawn", [b"x%d" % i for i in range(10)])

@@ -75,8 +75,12 @@ def run_supervisor(s: Supervisor, timeout: float = 20) -> int:
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
-def test_two_workers_get_a_mesh_and_their_own_cores(tmp_path, monkeypatch):
-    cfg = broker_config(tmp_path, num_workers=2, **{"worker.heartbeat.timeout.ms": 2000})
+@pytest.mark.parametrize("pin", [None, True])
+def test_two_workers_get_a_mesh_and_cores_pinned_only_when_asked(tmp_path, monkeypatch, pin):
+    """worker.cpu.affinity off (the default): every worker may use every core; on:
+    worker i runs on the i-th core only."""
+    more = {} if pin is None else {"worker.cpu.affinity": pin}
+    cfg = broker_config(tmp_path, num_workers=2, **{"worker.heartbeat.timeout.ms": 2000}, **more)
     s = make_supervisor(cfg, mesh_worker(tmp_path))
     assert run_supervisor(s) == 0
     w0 = json.loads((tmp_path / "w0.json").read_text())
@@ -84,7 +88,10 @@ def test_two_workers_get_a_mesh_and_their_own_cores(tmp_path, monkeypatch):
     assert (w0["peers"], w0["heard"]) == ([1], [1])
     assert (w1["peers"], w1["heard"]) == ([0], [0])
     cores = sorted(os.sched_getaffinity(0))
-    assert w0["cpus"] == [cores[0]] and w1["cpus"] == [cores[1]]
+    if pin:
+        assert w0["cpus"] == [cores[0]] and w1["cpus"] == [cores[1]]
+    else:
+        assert w0["cpus"] == cores and w1["cpus"] == cores
 
 
 def test_a_worker_that_never_boots_stops_the_supervisor(tmp_path, capsys):
