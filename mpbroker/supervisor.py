@@ -1,8 +1,8 @@
 """The supervisor: the pre-fork arbiter of mpbroker (ARCHITECTURE §1; gunicorn's arbiter).
 
 Processes: the controller (mpbroker/controller_main.py: the one writer of cluster
-metadata) and one worker per core (workers/main.py: `num.workers`, pinned with
-`worker.cpu.affinity`), all forked (no exec). Channels: AF_UNIX socket pairs made here
+metadata) and one worker per core (workers/main.py: `num.workers`, each pinned to its
+CPU when `worker.cpu.affinity` is set), all forked (no exec). Channels: AF_UNIX socket pairs made here
 before the fork that hands each end to its process, framed by mpbroker/ipc.py. The
 supervisor only writes to its children ("control": config reloads, a respawned worker's
 new channel ends passed with SCM_RIGHTS); a child that reads EOF there has lost its
