@@ -88,7 +88,7 @@ class DelayedFetch(DelayedOperation):
     partitions whose state is still what that read found, instead of building them
     again. Without it, everything is read again. `looked`: the Partition objects that
     read looked up (None where a partition is not led here), in `fctx.partitions`' order:
-    counted from as they are now, not looked up again."""
+    counted from as they are now, not looked up again (`start` is then not used)."""
 
     recheck_after_watch = False     # try_complete only reads, and reads nothing else
     unwatch_on_complete = True      # watched on every partition, woken by one
@@ -120,24 +120,20 @@ class DelayedFetch(DelayedOperation):
         partition = self.lookup
         start_bytes, start_lso, counter = self.start_bytes, self.start_lso, self.counter
         which = 0 if plan.replica_id >= 0 else 1
-        if looked is not None:      # the Partitions the read before the park looked up
-            for cp, p in zip(plan.fctx.partitions, looked):
-                if p is None or p.closed:
-                    self.gone = True
-                key = (cp.topic, cp.partition)
-                start_bytes[key] = getattr(p, counter) if p else 0
-                if self.committed:
-                    start_lso[key] = p.last_stable_offset if p else -1
-            return
+        # the Partitions the read before the park looked up, in order, else a lookup
+        found = iter(looked) if looked is not None else None
         for cp in plan.fctx.partitions:
             key = (cp.topic, cp.partition)
-            snap = start.get(key) if start else None
-            if snap is not None:
-                start_bytes[key] = snap[which]
-                if self.committed:
-                    start_lso[key] = snap[2]
-                continue
-            p = partition(*key)
+            if found is not None:
+                p = next(found)
+            else:
+                snap = start.get(key) if start else None
+                if snap is not None:
+                    start_bytes[key] = snap[which]
+                    if self.committed:
+                        start_lso[key] = snap[2]
+                    continue
+                p = partition(*key)
             if p is None or p.closed:
                 self.gone = True
             start_bytes[key] = getattr(p, counter) if p else 0
