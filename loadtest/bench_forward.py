@@ -38,7 +38,6 @@ import time
 import uuid
 from pathlib import Path
 
-from loadtest.bench.runner import tree_cpu_s
 from loadtest.bench_workers import admin_show, front_of, produce
 from loadtest.peers import MpbrokerPeer, create_topic, delete_topic, make_workdir
 
@@ -101,13 +100,10 @@ def fresh_tx(p, stats: dict) -> int:
     return stats["tx"]
 
 
-def broker_cpu(peer) -> float:
-    """CPU seconds of the broker's processes below its supervisor."""
-    return tree_cpu_s(peer.proc.pid, children_only=True)
-
-
 def broker_cpu_split(peer) -> tuple[float, float]:
-    """(user, system) CPU seconds of the broker's processes below its supervisor."""
+    """(user, system) CPU seconds of the broker's processes below its supervisor (the
+    workers and the controller; their sum is what loadtest/bench/runner.py `tree_cpu_s`
+    counts of them)."""
     import psutil
     user = system = 0.0
     try:
@@ -166,16 +162,14 @@ def main(argv=None) -> int:
 
                 def classify():
                     seen["front"] = front_of(peer, cid, "bytes_in")
-                    seen["cpu"] = broker_cpu(peer)
-                    seen["split"] = broker_cpu_split(peer)
+                    seen["cpu"] = broker_cpu_split(peer)
                 if args.requests:
                     def sent():
-                        seen["cpu_end"] = broker_cpu(peer)
-                        seen["split_end"] = broker_cpu_split(peer)
+                        seen["cpu_end"] = broker_cpu_split(peer)
                     n = produce_requests(peer.bootstrap, TOPIC, args.partitions, args.size,
                                          args.requests, args.rate, cid, classify, sent)
-                    cpu = seen["cpu_end"] - seen["cpu"]
-                    user, system = (b - a for a, b in zip(seen["split"], seen["split_end"]))
+                    user, system = (b - a for a, b in zip(seen["cpu"], seen["cpu_end"]))
+                    cpu = user + system
                     front = seen.get("front")
                     if front is None or not n:
                         continue
@@ -187,7 +181,7 @@ def main(argv=None) -> int:
                     continue
                 dt = produce(peer.bootstrap, TOPIC, args.partitions, args.size, count, cid,
                              classify)
-                cpu = broker_cpu(peer) - seen["cpu"]
+                cpu = sum(broker_cpu_split(peer)) - sum(seen["cpu"])
                 front = seen.get("front")
                 if front is None:
                     continue
