@@ -83,7 +83,7 @@ def never(*_):
     raise AssertionError("the whole request runs here only when every partition is ours")
 
 
-def test_all_partitions_ours_are_served_here(broker):
+def test_all_partitions_ours_are_served_here(broker, monkeypatch):
     """Served as the registry's handler would (plan.serve), from the partitions resolved
     for placing it: neither `handle` nor a second resolution runs."""
     produce(broker, 0, BatchBuilder().append(b"k", b"v").build())
@@ -95,11 +95,9 @@ def test_all_partitions_ours_are_served_here(broker):
     def counting(*a):
         resolved.append(a)
         return real(*a)
-    fanout_mod.requested_partitions = counting
-    try:
-        resp = fan_out(router, ctx(1, 11), fetch_req(0, 0), never)
-    finally:
-        fanout_mod.requested_partitions = real
+    monkeypatch.setattr(fanout_mod, "requested_partitions", counting)
+    resp = fan_out(router, ctx(1, 11), fetch_req(0, 0), never)
+    monkeypatch.undo()
     assert resp == fetch_handle(broker, ctx(1, 11), fetch_req(0, 0))
     assert part_of(resp)["records"] and part_of(resp)["high_watermark"] == 1
     assert len(resolved) == 1
