@@ -55,7 +55,7 @@ def _counters(snap: dict) -> dict:
         out[("topic", topic, 1)] = min_
         out[("topic", topic, 2)] = bout
     for k in ("cpu_s", "connections_created", "isr_shrinks", "isr_expands",
-              "forwarded_parts", "peer_file_reads"):
+              "forwarded_parts", "peer_file_reads", "handed_over", "taken_over"):
         out[(k,)] = snap[k]
     return out
 
@@ -233,8 +233,18 @@ class Aggregator:
             "Fetched partitions of other workers whose new records this worker read from "
             "their segment files itself, without asking their owner",
             labels=["worker"])
+        handed = CounterMetricFamily(
+            "mpbroker_worker_connections_handed_over",
+            "Client connections this worker handed to the worker owning every partition "
+            "their Fetches read (worker.connection.handoff)", labels=["worker"])
+        taken = CounterMetricFamily(
+            "mpbroker_worker_connections_taken_over",
+            "Client connections another worker handed to this one (worker.connection.handoff)",
+            labels=["worker"])
         for wid in sorted(per_worker):
             tot = per_worker[wid]
+            handed.add_metric([str(wid)], tot.get(("handed_over",), 0))
+            taken.add_metric([str(wid)], tot.get(("taken_over",), 0))
             if wid in snaps:
                 conns.add_metric([self.listener_name, str(wid)], snaps[wid]["connections"])
             created.add_metric([self.listener_name, str(wid)],
@@ -242,7 +252,7 @@ class Aggregator:
             cpu.add_metric([str(wid)], tot.get(("cpu_s",), 0))
             forwarded.add_metric([str(wid)], tot.get(("forwarded_parts",), 0))
             file_reads.add_metric([str(wid)], tot.get(("peer_file_reads",), 0))
-        fams += [conns, created, cpu, forwarded, file_reads]
+        fams += [conns, created, cpu, forwarded, file_reads, handed, taken]
         hist("mpbroker_worker_event_loop_lag_seconds",
              "How late each worker's event loop ran a timer (a probe every 0.5 s)",
              ["worker"], ("lag",), lag_bounds,

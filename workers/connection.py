@@ -111,6 +111,10 @@ INLINE_SLICE_MAX = 32 * 1024
 INLINE_BATCH_MAX = 256 * 1024
 # Responses ready together that the write loop sends as one (`_gather_ready`).
 GATHER_MAX = 64
+# Consecutive Fetches reading only one other worker's partitions before the connection
+# is handed to that worker (workers/handoff.py): a consumer whose Fetches alternate
+# between workers' partitions does not move back and forth.
+MOVE_AFTER = 3
 
 
 class ReadBuffer:
@@ -163,6 +167,13 @@ class _Taken:
 
 class Connection:
     partial = 0         # bytes of our incomplete frame, counted in the pool's `partial`
+    # Hand-off (workers/handoff.py): `on_move(conn, worker)` when the server lets this
+    # connection move; `move_to`/`move_streak`: the one other worker whose partitions
+    # its last `move_streak` Fetches read (`fetched_from`, the Fetch fan-out's note)
+    on_move: Callable | None = None
+    move_to = -1
+    move_streak = 0
+    moved = False       # handed to another worker: this end only lets go
 
     def __init__(self, sock: socket.socket, dispatcher, max_request_bytes: int,
                  on_close: Callable[["Connection"], None] | None = None,
@@ -236,6 +247,8 @@ class Connection:
     def abort(self) -> None:
         """Close from outside (idle, shutdown): the reader stops, requests in flight are
         still answered when the socket allows."""
+        if self.moved:
+            return      # the socket is another worker's now: never shut down from here
         self.closed = True
         self.wakeup.set()
         try:
@@ -258,6 +271,8 @@ class Connection:
         # on uvloop); it is removed whenever the loop waits for something else
         # (`_stop_reading`), as a level-triggered callback nobody waits on would fire
         # on every loop iteration while unread bytes are there.
+        if self.move_streak >= MOVE_AFTER and self._move():
+            return      # handed to another worker: the read loop ends
         if not self._reading:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
@@ -267,6 +282,35 @@ class Connection:
             await fut
         finally:
             self._readable = self._waiter = None
+
+    def fetched_from(self, worker: int) -> None:
+        """A Fetch of this connection read only `worker`'s partitions (another worker's;
+        the Fetch fan-out tells, workers/handlers/fetch/fanout.py)."""
+        if worker == self.move_to:
+            self.move_streak += 1
+        else:
+            self.move_to, self.move_streak = worker, 1
+
+    def _move(self) -> bool:
+        """Hand this connection to `move_to` when nothing of it is in this process: no
+        request in flight or unanswered, no byte of a request read, no answer unsent,
+        not throttled nor muted, plaintext without SASL (the server sets `on_move` only
+        then). True: handed over, the connection is closed here (`moved`)."""
+        if (self.on_move is None or self.closed or self.pending or self._writing
+                or self._direct or self.charged or self.frames.buffered or self.muted
+                or self.throttled_until > self.clock()):
+            return False
+        self.move_streak = 0        # tried once per streak: a refusal waits for the next
+        if not self.on_move(self, self.move_to):
+            return False
+        # this process stops watching the socket before its fd here is closed (an
+        # epoll registration outlives the fd while the other worker's keeps the file)
+        self._stop_reading()
+        self.moved = self.closed = True
+        self.wakeup.set()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+        return True
 
     def _on_readable(self) -> None:
         fut = self._readable
@@ -510,6 +554,8 @@ class Connection:
             self.wakeup.set()
         else:
             self._release(charged)
+            if self.move_streak >= MOVE_AFTER and self._readable is not None:
+                self._move()        # the last answer left while the reader waits
 
     def _raw_token(self, frame: memoryview, size: int) -> bool:
         """A v0 SASL token (KIP-43: after SaslHandshake v0, tokens travel as bare
@@ -678,6 +724,8 @@ class Connection:
                 return
             finally:
                 self._writing = False
+            if self.move_streak >= MOVE_AFTER and self._readable is not None:
+                self._move()        # the last answer left while the reader waits
 
     def _gather_ready(self, result: list | None) -> list | None:
         """`result` followed by the responses queued behind it that are ready already,

@@ -182,6 +182,11 @@ class ConnectionQuotas:
             raise TooManyConnections(host, limit)
         return True
 
+    def adopt(self, host: str) -> None:
+        """Count a connection admitted by another worker and handed to this one
+        (workers/handoff.py): no limit is checked."""
+        self._add(address_key(host), 1)
+
     def release(self, host: str) -> None:
         self._add(address_key(host), -1)
 

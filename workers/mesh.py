@@ -8,7 +8,8 @@ The framing is the process tree's one (mpbroker/ipc.py): a pickled meta and raw 
 mesh channel batches its writes (the frames of one loop iteration leave in one
 `sendmsg`: one syscall and one wake-up of the peer), asks for large socket buffers (the
 data path's bulk), and its `on_close` gets the channel, which carries the peer's worker
-id as `worker` (set by the router).
+id as `worker` (set by the router). It takes file descriptors: a client connection
+handed to another worker (workers/handoff.py) travels as one.
 """
 from __future__ import annotations
 
@@ -25,4 +26,5 @@ class PeerLink(Channel):
 
     def __init__(self, sock: socket.socket, on_message: Callable[[Any], None],
                  on_close: Callable[["PeerLink"], None] | None = None):
-        super().__init__(sock, on_message, on_close, sock_buf=SOCK_BUF, name="mesh", batch=True)
+        super().__init__(sock, on_message, on_close, sock_buf=SOCK_BUF, name="mesh", batch=True,
+                         pass_fds=True)

@@ -323,6 +323,8 @@ def _snapshot(broker) -> dict:
         "connections_created": m.connections_created,
         "forwarded_parts": router.forwarded if router is not None else 0,
         "peer_file_reads": router.states.file_reads if router is not None else 0,
+        "handed_over": _handoff(router, "moved_out"),
+        "taken_over": _handoff(router, "moved_in"),
         "topics": m.topic_totals(partitions),
         "logs": logs,
         "leaders": leaders,
@@ -359,6 +361,7 @@ def placement_stats(worker) -> dict:
             "partitions": parts, "bytes_in": bin_, "bytes_out": bout,
             "requests": worker.requests_total, "requests_served": worker.requests_served,
             "forwarded": r.forwarded if r else 0,
+            "handed_over": _handoff(r, "moved_out"), "taken_over": _handoff(r, "moved_in"),
             "cpu_s": times.user + times.system, "time": time.monotonic(),
             "purgatory": {"produce": len(worker.produce_purgatory),
                           "fetch": len(worker.fetch_purgatory),
@@ -368,3 +371,9 @@ def placement_stats(worker) -> dict:
                              "peer": c.client_host, "bytes_in": c.bytes_in,
                              "bytes_out": c.bytes_out}
                             for c in list(worker.clients) if not c.closed]}
+
+
+def _handoff(router, counter: str) -> int:
+    """Connections this worker handed to others or took from them (workers/handoff.py)."""
+    handoff = getattr(router, "handoff", None)
+    return getattr(handoff, counter) if handoff is not None else 0

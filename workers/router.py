@@ -43,6 +43,8 @@ Mesh messages (`workers/mesh.py` framing):
     front -> owner  {"op": "served", "parts": [(topic, partition, bytes)]}  every
                     SERVED_REPORT_S when any: bytes of the owner's partitions the front
                     read from their files itself (fanout.py), the owner's bytes out
+    "conn", "adopted": a client connection handed to another worker, with its socket
+                    (workers/handoff.py, which handles them)
 
 Long polling (Fetch) runs on the front alone: the owners publish the state of the
 partitions fronts asked them for (the notification of ARCHITECTURE §2: once per loop
@@ -77,6 +79,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import weakref
 from typing import Any, Callable, NamedTuple
 
@@ -323,15 +326,17 @@ class RemoteContext:
 
 class _Shape:
     """A request shape's placement (`Router.placed`): {key: owner}, the keys counted
-    (those that exist, each occurrence), whether every key is the front's own, and
-    the requests of this shape not yet counted per partition."""
+    (those that exist, each occurrence), whether every key is the front's own, the
+    one other worker that owns every key (`sole`, else None), and the requests of this
+    shape not yet counted per partition."""
 
-    __slots__ = ("owners", "counted", "mine", "hits")
+    __slots__ = ("owners", "counted", "mine", "sole", "hits")
 
-    def __init__(self, owners: dict, counted, mine: bool):
+    def __init__(self, owners: dict, counted, mine: bool, sole: int | None = None):
         self.owners = owners
         self.counted = counted
         self.mine = mine
+        self.sole = sole
         self.hits = 0
 
 
@@ -352,6 +357,7 @@ class Router:
         self._sweeper = None        # the timer of `_sweep_states`
         self._reporter = None       # the timer of `_report_served`
         self.conns = weakref.WeakValueDictionary()        # acks=0 token -> Connection
+        self.handoff = None         # workers/handoff.Handoff, set by the server
         self.loop: asyncio.AbstractEventLoop | None = None
         self._next_id = 0
         self.forwarded = 0          # parts this worker sent to owners
@@ -417,6 +423,8 @@ class Router:
                     fut.set_exception(PeerGone(f"worker {wid} is gone"))
         if self.publisher is not None:
             self.publisher.unsubscribe_peer(wid)
+        if self.handoff is not None:
+            self.handoff.peer_gone(wid)
         purgatory = self.broker.fetch_purgatory
         for key in self.states.drop_owner(wid):
             purgatory.check_and_complete(key)     # its long polls ask again (and fail over)
@@ -533,7 +541,9 @@ class Router:
                     lw = lives[w] = live(w)
                 w = lw
             out[key] = w
-        return _Shape(out, counted, all(w == me for w in out.values()))
+        ws = set(out.values())
+        sole = ws.pop() if len(ws) == 1 else None
+        return _Shape(out, counted, sole == me or not out, None if sole == me else sole)
 
     def _fold_shapes(self) -> None:
         """The requests counted per shape into the per-partition counts."""
@@ -804,6 +814,18 @@ class Router:
                 p = partition(topic, index)
                 if p is not None:
                     p.bytes_out += n
+        elif op == "conn":
+            link = self.peers.get(peer)
+            fd = link.take_fd() if link is not None and link.fds else None
+            if self.handoff is not None:
+                self.handoff.received(peer, msg, fd)
+            else:
+                if fd is not None:
+                    os.close(fd)
+                self.reply(peer, {"op": "adopted", "id": msg.get("id")})
+        elif op == "adopted":
+            if self.handoff is not None:
+                self.handoff.adopted(msg)
         else:
             log.warning("mesh: unknown message %r from worker %d", op, peer)
 
@@ -854,9 +876,9 @@ class Router:
             if state:           # no answer brings the front a copy: nothing to publish
                 self.publisher.unsubscribe(peer, sub)
             if oneway is not None:
-                self._reply(peer, {"op": "resp", "id": rid, "oneway": oneway})
+                self.reply(peer, {"op": "resp", "id": rid, "oneway": oneway})
             else:
-                self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
+                self.reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
             return
         if oneway is not None:
             return
@@ -865,7 +887,7 @@ class Router:
             if state is not None:
                 # the state the part was read at (the same moment: nothing ran between)
                 reply["state"] = state
-            self._reply(peer, reply)
+            self.reply(peer, reply)
             return
         if state:       # (a Fetch part answers at once: not expected) no copy at the front
             self.publisher.unsubscribe(peer, sub)
@@ -873,19 +895,19 @@ class Router:
 
         def done(f):
             if f.cancelled():
-                self._reply(peer, {"op": "resp", "id": rid, "error": "cancelled"})
+                self.reply(peer, {"op": "resp", "id": rid, "error": "cancelled"})
             elif f.exception() is not None:     # guarded: only a closing request gets here
                 e = f.exception()
                 log.info("serving api %d for worker %d: %r", api_key, peer, e)
-                self._reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
+                self.reply(peer, {"op": "resp", "id": rid, "error": f"{type(e).__name__}: {e}"})
             else:
-                self._reply(peer, {"op": "resp", "id": rid,
+                self.reply(peer, {"op": "resp", "id": rid,
                                    "body": sanitize_response(api_key, f.result())})
         fut.add_done_callback(done)
 
     def _send_state(self, peer: int, parts: list) -> None:
         """Publish `parts` ([(topic, partition, state | None)]) to front `peer`."""
-        self._reply(peer, {"op": "state", "parts": parts})
+        self.reply(peer, {"op": "state", "parts": parts})
 
     def _on_state(self, peer: int, parts: list, subscribed: bool = False) -> None:
         """Owner `peer` published `parts` (`subscribed`: with the answer that
@@ -918,9 +940,10 @@ class Router:
         """Tell each owner the bytes of its partitions this front read from their
         files since last told (its partitions' bytes out)."""
         for owner, parts in self.states.take_served().items():
-            self._reply(owner, {"op": "served", "parts": parts})
+            self.reply(owner, {"op": "served", "parts": parts})
 
-    def _reply(self, peer: int, msg: dict) -> None:
+    def reply(self, peer: int, msg: dict) -> None:
+        """Send `msg` to worker `peer` (this iteration's batch), unless it is gone."""
         link = self.peers.get(peer)
         if link is None or link.closed:
             return      # the front is gone: nobody to answer

@@ -43,6 +43,7 @@ from workers.connection import Connection, ReadBuffer
 from workers.tls_connection import TlsConnection
 from workers.connection_quotas import ConnectionQuotas, ConnectionTable, TooManyConnections
 from workers.dispatch import Dispatcher
+from workers.handoff import Handoff
 from workers import metrics
 from workers.memory_pool import MemoryPool
 
@@ -91,6 +92,10 @@ class WorkerServer:
         self._idle_timer: asyncio.TimerHandle | None = None
         self.refused = 0          # connections closed for max.connections.per.ip
         self.idle_closed = 0
+        # connection hand-off between workers (workers/handoff.py)
+        self.handoff = None
+        if router is not None and _flag(cfg.get("worker.connection.handoff", True)):
+            self.handoff = router.handoff = Handoff(router, self.adopt, self.quotas.release)
 
     def _config(self):
         """The broker's config with its dynamic layers (AlterConfigs: `max.connections*`
@@ -194,10 +199,60 @@ class WorkerServer:
                 conn_sock.close()
                 continue
             conn.quota_host = host
-            self.connections.add(conn)
-            task = loop.create_task(conn.serve())
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self._serve(conn, loop)
+
+    def _serve(self, conn: Connection, loop) -> None:
+        if self.handoff is not None and type(conn) is Connection and conn.sasl is None:
+            conn.on_move = self._move
+        self.connections.add(conn)
+        task = loop.create_task(conn.serve())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _move(self, conn: Connection, wid: int) -> bool:
+        """Connection.on_move: hand `conn` to worker `wid` (workers/handoff.py); it is no
+        longer this worker's from then on (not idle-closed nor drained here)."""
+        if self.stopping.is_set() or not self.handoff.move(conn, wid):
+            return False
+        self.connections.discard(conn)
+        return True
+
+    def adopt(self, sock: socket.socket, msg: dict) -> bool:
+        """A connection another worker handed over (Handoff.received): served here as if
+        accepted here, counted without the limits (it was admitted by the front). False
+        when it cannot be (no such listener here, the client gone, stopping)."""
+        if self.stopping.is_set():
+            return False
+        name = msg.get("listener")
+        for _, security in self.listeners:
+            if (security.name if security is not None else None) == name:
+                break
+        else:
+            log.warning("a connection handed over on listener %s, which this worker "
+                        "does not serve: closed", name)
+            return False
+        if security is not None and (security.ssl_context is not None or security.sasl):
+            return False        # never handed over (Connection.on_move is not set)
+        try:
+            conn = Connection(sock, self.dispatcher, self.max_request_bytes,
+                              on_close=self._closed, pool=self.pool,
+                              read_buffer=self.read_buffer, clock=self.clock,
+                              security=security, credentials=self._credentials)
+        except OSError:             # the client left meanwhile (getpeername)
+            return False
+        conn.principal = msg.get("principal", conn.principal)
+        conn.bytes_in = msg.get("bytes_in", 0)
+        conn.bytes_out = msg.get("bytes_out", 0)
+        conn.client_id = msg.get("client_id")      # as the dispatcher notes it
+        self.broker.clients.add(conn)
+        if msg.get("metered"):
+            conn.metered = True     # counted as created by the front
+        host = msg.get("host")
+        if host is not None:
+            self.quotas.adopt(host)
+            conn.quota_host = host
+        self._serve(conn, asyncio.get_running_loop())
+        return True
 
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -220,6 +275,10 @@ class WorkerServer:
 
     def request_stop(self) -> None:
         self.stopping.set()
+
+
+def _flag(value) -> bool:
+    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
 
 
 def install_uvloop() -> None:

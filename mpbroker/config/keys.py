@@ -3,7 +3,7 @@ update mode, documentation) and every topic key with its broker synonyms, in Kaf
 order. The one place a config default is written.
 
 mpbroker's own broker keys: ``num.workers`` (default: CPUs usable by this process),
-``worker.cpu.affinity``, ``admin.socket``, ``max.incremental.fetch.session.cache.bytes``
+``worker.cpu.affinity``, ``worker.connection.handoff``, ``admin.socket``, ``max.incremental.fetch.session.cache.bytes``
 (workers/fetch_session.py), and the free-form prefix ``placement.`` (e.g.
 ``placement.topic.<topic>=...``), kept as strings for the supervisor.
 """
@@ -218,6 +218,7 @@ _BROKER_TABLE = [
     # mpbroker's own
     ("num.workers", INT, None, at_least(1), HIGH, READ_ONLY, "mpbroker: number of worker processes (one per core). Default: the number of CPUs usable by this process."),
     ("worker.cpu.affinity", BOOLEAN, False, None, MEDIUM, READ_ONLY, "mpbroker: pin each worker process to one CPU (worker i to the i-th usable CPU). Off by default: a pinned worker cannot move off a CPU that clients or other services keep busy (on a 2-vCPU machine shared with its clients it cost 13% more CPU per request, loadtest/RESULTS.md); pin on a machine whose CPUs the broker has to itself."),
+    ("worker.connection.handoff", BOOLEAN, True, None, MEDIUM, READ_ONLY, "mpbroker: hand a plaintext client connection (no TLS, no SASL) whose sessionless Fetches read only another worker's partitions to that worker, so that its long polls run where its partitions are (workers/handoff.py). Off: every connection stays on the worker the kernel gave it to."),
     ("admin.socket", STRING, None, None, LOW, READ_ONLY, "mpbroker: path of the local admin socket (served by the controller process; `mpbroker placement`). Default: <first log dir>/.mpbroker-admin.sock."),
     ("worker.heartbeat.timeout.ms", INT, 30000, at_least(1), MEDIUM, READ_ONLY, "mpbroker: a serving child whose heartbeat is older than this is killed (SIGKILL) and respawned."),
     ("placement.balance.threshold", DOUBLE, 0.2, at_least(0), MEDIUM, READ_ONLY, "mpbroker: placement balancing moves partitions only when the most loaded worker's load (bytes, requests and CPU, each as a share of the broker's total) exceeds the mean by more than this fraction; then the fewest moves found that bring every worker within it."),

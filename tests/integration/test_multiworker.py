@@ -235,7 +235,8 @@ def test_remote_fetch_sends_the_new_file_after_delete_and_compaction(two_workers
     the same path, the same connection must get the new file's bytes, never the old."""
     import asyncio
     from workers.kafka_client import KafkaConnection
-    b = two_workers()
+    # connections stay on the front (no hand-off to the owner): its file handles are tested
+    b = two_workers({"worker.connection.handoff": "false"})
     plain = _topic(b, 1)
     # compaction is switched on only after the first read (below)
     compacted = h.create_topic(b.bootstrap, f"mwc-{uuid.uuid4().hex[:8]}", 1,
@@ -326,7 +327,10 @@ def test_long_poll_on_remote_partition_wakes_on_produce(two_workers):
 
     from tests.integration.test_metrics import scrape, series, value
     metrics_port = h.free_port()
-    b = two_workers({"metrics.listener": f"http://127.0.0.1:{metrics_port}"})
+    # the consumer stays on the front (no hand-off to the owner): the front's long poll
+    # is tested
+    b = two_workers({"metrics.listener": f"http://127.0.0.1:{metrics_port}",
+                     "worker.connection.handoff": "false"})
     topic = _topic(b, 2)
     own = owners(show(b), topic)
     # consumers until one's connections are all on the worker that does NOT own

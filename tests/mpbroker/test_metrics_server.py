@@ -20,13 +20,15 @@ LB = (0.01, 0.1)
 
 
 def snap(worker, pid, *, produce=(0, 0, 0), topics=None, logs=None, committed=None,
-         cpu=1.0, created=0, lag=(0, 0, 0), conns=0, urp=0, forwarded=0, file_reads=0):
+         cpu=1.0, created=0, lag=(0, 0, 0), conns=0, urp=0, forwarded=0, file_reads=0,
+         handed=0, taken=0):
     return {"worker": worker, "pid": pid, "time_buckets": TB, "lag_buckets": LB,
             "cpu_s": cpu, "requests": {api_keys.PRODUCE: ((list(produce), 5.0),
                                                           ([sum(produce), 0, 0], 0.5))},
             "loop_lag": (list(lag), 0.001), "connections": conns,
             "connections_created": created, "forwarded_parts": forwarded,
-            "peer_file_reads": file_reads, "topics": topics or {}, "logs": logs or {},
+            "peer_file_reads": file_reads, "handed_over": handed, "taken_over": taken,
+            "topics": topics or {}, "logs": logs or {},
             "leaders": 1, "partitions": 1, "under_replicated": urp, "isr_shrinks": 0,
             "isr_expands": 0, "purgatory": {"Produce": 1, "Fetch": 2, "DeleteRecords": 0},
             "committed": committed or {}}
@@ -49,7 +51,7 @@ def test_sums_over_workers_and_keeps_per_worker_series():
         0: snap(0, 100, produce=(1, 2, 0), topics={"t": [100, 10, 40]}, cpu=2.0, created=3,
                 conns=2, urp=1),
         1: snap(1, 101, produce=(0, 1, 1), topics={"t": [50, 5, 0], "u": [7, 1, 0]}, cpu=3.0,
-                forwarded=9, file_reads=4),
+                forwarded=9, file_reads=4, handed=2, taken=1),
     }, {"active_controller": 1, "offline_partitions": 0}))
     assert m[("kafka_network_requestmetrics_requests_total", (("request", "Produce"),))] == 5
     assert m[("kafka_network_requestmetrics_totaltimems_bucket",
@@ -66,6 +68,9 @@ def test_sums_over_workers_and_keeps_per_worker_series():
     assert m[("mpbroker_worker_forwarded_parts_total", (("worker", "1"),))] == 9
     assert m[("mpbroker_worker_peer_file_reads_total", (("worker", "1"),))] == 4
     assert m[("mpbroker_worker_peer_file_reads_total", (("worker", "0"),))] == 0
+    assert m[("mpbroker_worker_connections_handed_over_total", (("worker", "1"),))] == 2
+    assert m[("mpbroker_worker_connections_taken_over_total", (("worker", "1"),))] == 1
+    assert m[("mpbroker_worker_connections_taken_over_total", (("worker", "0"),))] == 0
     assert m[("kafka_server_socket_server_metrics_connection_count",
               (("listener", "PLAINTEXT"), ("worker", "0")))] == 2
     assert m[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 1

@@ -1066,3 +1066,108 @@ def test_a_cancelled_answer_awaited_by_the_write_loop_closes_the_connection():
         await asyncio.wait_for(task, 5)
         assert closed == [conn] and conn._dead
     run(test, uvloop.new_event_loop)
+
+
+# ------------------------------------------------------------------ hand-off
+class Moving:
+    """Each request read only worker 1's partitions (the Fetch fan-out's note); request
+    `held` is answered when the test resolves `self.held` (an EncodedLater: as a
+    forwarded Fetch's answer comes), the others at once."""
+
+    def __init__(self, held: int = -1):
+        self.held_cid = held
+        self.held = None
+        self.seen = 0
+
+    def dispatch(self, ctx, frame, pos):
+        self.seen += 1
+        ctx.connection.fetched_from(1)
+        cid = ctx.correlation_id
+        answer = [struct.pack(">ii", 4, cid)]
+        if cid == self.held_cid:
+            self.held = asyncio.get_running_loop().create_future()
+            return EncodedLater(self.held, lambda fut: answer)
+        return answer
+
+
+def _mover(conn, accept=True):
+    """`on_move` that keeps a duplicate of the socket (what the mesh's SCM_RIGHTS does)."""
+    moves = []
+
+    def on_move(c, wid):
+        if not accept:
+            moves.append((wid, None))
+            return False
+        moves.append((wid, socket.socket(fileno=os.dup(c.fd))))
+        return True
+    conn.on_move = on_move
+    return moves
+
+
+def test_a_connection_moves_once_its_streak_is_reached_and_nothing_of_it_is_here():
+    """MOVE_AFTER Fetches of one other worker's partitions, then the hand-off happens
+    only when nothing is in flight: the held answer goes out first, in order; the moved
+    connection lets go of the socket without shutting it down, so whoever took it
+    serves the client's next bytes; `abort` of a moved connection does nothing."""
+    from workers.connection import MOVE_AFTER
+
+    async def test(a, b):
+        disp = Moving(held=MOVE_AFTER - 1)
+        conn = Connection(a, disp, 1 << 20)
+        moves = _mover(conn)
+        task = asyncio.ensure_future(conn.serve())
+        for cid in range(MOVE_AFTER - 1):
+            b.sendall(request(cid))
+            assert (await read_frame(b)) == struct.pack(">i", cid)
+        b.sendall(request(MOVE_AFTER - 1))              # held: its answer comes later
+        await until(lambda: disp.held is not None and conn._readable is not None)
+        assert conn.move_streak == MOVE_AFTER and moves == []   # in flight: stays
+        disp.held.set_result(None)
+        assert (await read_frame(b)) == struct.pack(">i", MOVE_AFTER - 1)
+        await asyncio.wait_for(task, 5)                 # handed over: this end is done
+        assert conn.moved and conn.closed and [w for w, _ in moves] == [1]
+        conn.abort()                                    # (the socket is not this end's)
+        taken = moves[0][1]
+        b.sendall(b"the next request")
+        taken.settimeout(5)
+        assert taken.recv(100) == b"the next request"   # the socket is alive elsewhere
+        taken.close()
+    run(test, uvloop.new_event_loop)
+
+
+def test_a_connection_with_bytes_of_a_request_or_a_refused_move_stays_and_serves():
+    """Half a frame read, a throttle, or an `on_move` that refuses: the connection stays,
+    keeps serving, and tries again only after a new streak."""
+    from workers.connection import MOVE_AFTER
+
+    async def test(a, b):
+        disp = Moving()
+        conn = Connection(a, disp, 1 << 20)
+        moves = _mover(conn, accept=False)
+        task = asyncio.ensure_future(conn.serve())
+        for cid in range(MOVE_AFTER - 1):
+            b.sendall(request(cid))
+            assert (await read_frame(b)) == struct.pack(">i", cid)
+        last = request(MOVE_AFTER - 1)
+        b.sendall(last + request(50)[:10])              # a streak, and part of a frame
+        assert (await read_frame(b)) == struct.pack(">i", MOVE_AFTER - 1)
+        await until(lambda: conn.frames.buffered == 10 and conn._readable is not None)
+        assert moves == [] and conn.move_streak == MOVE_AFTER
+        b.sendall(request(50)[10:])                     # the frame completes: one more
+        assert (await read_frame(b)) == struct.pack(">i", 50)
+        await until(lambda: moves)                      # tried: refused
+        assert moves == [(1, None)] and conn.move_streak == 0 and not conn.closed
+        for cid in range(60, 60 + MOVE_AFTER):          # still served; a new streak
+            b.sendall(request(cid))
+            assert (await read_frame(b)) == struct.pack(">i", cid)
+        await until(lambda: len(moves) == 2)
+        conn.throttle(10_000)
+        for cid in range(70, 70 + MOVE_AFTER):
+            conn.fetched_from(1)
+        b.sendall(request(80))
+        await until(lambda: conn._waiter is not None and conn._readable is None)
+        assert len(moves) == 2                          # throttled: not tried
+        conn.abort()
+        await asyncio.wait_for(task, 5)
+        assert not conn.moved
+    run(test, uvloop.new_event_loop)

@@ -93,3 +93,18 @@ def test_entries_of_gone_addresses_are_reused():
         a.release(host)
     assert a.admit("10.200.0.1") and a.admit("10.200.0.1")
     assert table.count(address_key("10.200.0.1")) == 2 and table.total() == 2
+
+
+def test_a_handed_over_connection_is_counted_by_its_new_worker_past_the_limits():
+    """workers/handoff.py: the owner counts a moved connection without checking the
+    limits (it was admitted); the broker's count is one over until the front releases."""
+    table = ConnectionTable(2)
+    cfg = {"max.connections": 2, "max.connections.per.ip": 2}
+    a = ConnectionQuotas(lambda: cfg, table, 0)
+    b = ConnectionQuotas(lambda: cfg, table, 1)
+    assert a.admit("10.0.0.1") and a.admit("10.0.0.1")
+    b.adopt("10.0.0.1")                                  # at both limits: counted anyway
+    assert table.total() == 3 and b.ip_count("10.0.0.1") == 3
+    a.release("10.0.0.1")                                # the front lets go once told
+    assert table.total() == 2 and a.ip_count("10.0.0.1") == 2
+    assert not a.admit("10.0.0.2")

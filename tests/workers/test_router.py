@@ -721,3 +721,19 @@ def test_a_fetch_part_that_fails_on_the_owner_leaves_no_subscription(tmp_path):
         r._sweeper.cancel()
         broker.close()
     asyncio.run(run())
+
+
+def test_a_shape_names_the_one_other_worker_that_owns_all_its_partitions():
+    """`sole`: what a connection's move to its partitions' owner goes by (workers/handoff.py)."""
+    r, B, calls = _placing_router()
+    assert r.placed([("a", 1), ("a", 3)]).sole == 1
+    mine = r.placed([("a", 0), ("a", 2), ("nope", 0)])
+    assert mine.mine and mine.sole is None
+    both = r.placed([("a", 0), ("a", 1)])
+    assert not both.mine and both.sole is None
+    assert r.placed([("a", 3), ("nope", 1)]).sole is None   # an unknown one is answered here
+    assert r.placed([], remember=False).mine and r.placed([]).sole is None
+    r.peers[1].closed = True                                # unreachable: all here
+    r.links_changed += 1
+    gone = r.placed([("a", 1), ("a", 3)])
+    assert gone.mine and gone.sole is None

@@ -61,6 +61,15 @@ def fan_out(router, ctx, req, handle):
     # counted for placement balancing, and placed (an incremental Fetch's partitions
     # change from one request to the next: not remembered)
     placed = router.placed(reads, remember=epoch <= 0)
+    conn = ctx.connection
+    if conn is not None and conn.on_move is not None:
+        # a connection that moves to the owner of what it reads (workers/handoff.py):
+        # its sessionless consumer Fetches count
+        if (placed.sole is not None and epoch < 0 and not req.get("session_id")
+                and replica_id(req) < 0):
+            conn.fetched_from(placed.sole)
+        else:
+            conn.move_streak = 0
     if placed.mine:
         return serve(broker, ctx, req, requested, forgotten, unknown_ids)
     fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,

@@ -47,7 +47,9 @@ class FakeRouter:
         self.remembered.append(remember)
         self.count(keys)
         owners = {k: self.owner(*k) for k in keys}
-        return _Shape(owners, keys, all(w == self.me for w in owners.values()))
+        ws = set(owners.values())
+        sole = ws.pop() if len(ws) == 1 and self.me not in ws else None
+        return _Shape(owners, keys, all(w == self.me for w in owners.values()), sole)
 
     def forward(self, wid, ctx, body, sub_keys=None):
         if not self.reachable:
@@ -624,3 +626,42 @@ def test_bytes_read_here_count_once_per_answer(broker):
     parts = asyncio.run(run())["responses"][0]["partitions"]
     assert len(_bytes(parts[1]["records"])) == n and not router.forwarded
     assert router.states.take_served() == {1: [(TOPIC, 1, n)]}
+
+
+class _Conn:
+    """What the fan-out sees of a client connection that may move (workers/handoff.py)."""
+    on_move = staticmethod(lambda conn, wid: False)
+    move_to = -1
+    move_streak = 0
+    fetched_from = __import__("workers.connection", fromlist=["Connection"]).Connection.fetched_from
+
+
+def test_sessionless_consumer_fetches_of_one_other_workers_partitions_count_to_move(broker):
+    """Each sessionless consumer Fetch that reads only worker 1's partitions adds to the
+    connection's streak; one that reads this worker's, both workers', in a session or
+    for a follower ends it. A connection that may not move is not counted."""
+    router = FakeRouter(broker)
+    conn = _Conn()
+    c = ctx(1, 11)
+    c.connection = conn
+
+    async def run():
+        def fetch(req):
+            answer = fan_out(router, c, req, never)
+            if asyncio.isfuture(answer) or asyncio.iscoroutine(answer):
+                asyncio.ensure_future(answer).cancel()
+        remote = fetch_req(0, 0, index=1)
+        for n in (1, 2, 3):
+            fetch(remote)
+            assert (conn.move_to, conn.move_streak) == (1, n)
+        for other in (fetch_req(0, 0, index=0), two_partitions(),
+                      {**remote, "session_epoch": 0}, {**remote, "replica_id": 3}):
+            fetch(remote)
+            assert conn.move_streak >= 1
+            fetch(other)
+            assert conn.move_streak == 0, other
+        conn.on_move = None
+        for _ in range(3):
+            fetch(remote)
+        assert conn.move_streak == 0
+    asyncio.run(run())

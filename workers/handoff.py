@@ -1,0 +1,127 @@
+"""Connection hand-off: a client connection whose Fetches read only another worker's
+partitions moves to that worker (ARCHITECTURE §2, "Connection hand-off").
+
+The kernel gives a connection to an arbitrary worker (SO_REUSEPORT), its front. A
+consumer's Fetch connection (librdkafka's per-broker connection, a Java consumer's)
+often reads partitions that are all one other worker's; served from the front, each of
+its long polls costs a mesh hop or a published-state copy, and every append to those
+partitions a "state" message to the front. So once `MOVE_AFTER` Fetches in a row
+(workers/connection.py) read only worker W's partitions, the front hands the socket
+itself to W between two requests, and W serves the connection from then on as if it
+had accepted it: its Fetches are local.
+
+Who moves, and when: only a plaintext connection without SASL (nothing of its security
+state lives in this process but its listener name); only sessionless Fetches count
+(an incremental fetch session is this worker's); only when nothing of the connection
+is in this process: no request read or unanswered, no answer unsent, not throttled nor
+muted (`Connection._move`). The bytes the client sends meanwhile wait in the socket,
+which W reads. A hand-off that cannot be made now (W's channel busy or gone) leaves the
+connection where it is, to be tried after the next streak.
+
+Mesh messages (workers/router.py hands them here):
+
+    front -> owner  {"op": "conn", "id", "listener", "principal", "host", "client_id",
+                     "metered", "bytes_in", "bytes_out"}   the socket's fd rides on the
+                    frame (SCM_RIGHTS; the mesh channels take file descriptors)
+    owner -> front  {"op": "adopted", "id"}   the owner counted the connection
+
+Connection quotas (workers/connection_quotas.py): the owner counts the connection
+without checking the limits (it was admitted already), then answers "adopted", on which
+the front stops counting it: the broker's count is one over while the socket is in
+flight, never one under. A front whose owner goes before answering stops counting its
+connections in flight then (the kernel closes a socket whose fd was never received).
+
+Who owns what: the front's `Handoff` sends and the owner's adopts, both in the worker's
+loop; `WorkerServer.adopt` makes the connection.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+
+class Handoff:
+    """One worker's side of connection hand-off. `adopt(sock, msg)`: make a connection
+    of a received socket (WorkerServer.adopt; False when it cannot); `release(host)`:
+    stop counting a connection of `host` (ConnectionQuotas.release)."""
+
+    def __init__(self, router, adopt: Callable, release: Callable[[str], None]):
+        self.router = router
+        self.adopt = adopt
+        self.release = release
+        self._moving: dict[int, tuple[str, int]] = {}   # id -> (quota host, owner)
+        self._next_id = 0
+        self.moved_out = 0          # connections handed to other workers
+        self.moved_in = 0           # connections taken from other workers
+
+    # ------------------------------------------------------------ front side
+    def move(self, conn, wid: int) -> bool:
+        """Send `conn`'s socket to worker `wid` (Connection.on_move); True once sent, the
+        connection then no longer counted nor served here. False: it stays."""
+        router = self.router
+        if not router.active or wid == router.me:
+            return False
+        link = router.peers.get(wid)
+        if link is None or link.closed or link.out:
+            return False        # a busy channel would block the send of the fd
+        link.write_batched()
+        if link.out or link.closed:
+            return False
+        self._next_id += 1
+        mid = self._next_id
+        msg = {"op": "conn", "id": mid, "listener": conn.listener_name,
+               "principal": conn.principal, "host": conn.client_host,
+               "client_id": conn.__dict__.get("client_id"),
+               "metered": "metered" in conn.__dict__,
+               "bytes_in": conn.bytes_in, "bytes_out": conn.bytes_out}
+        try:
+            link.send(msg, fds=[conn.fd])
+        except (ConnectionError, OSError) as e:
+            log.debug("hand-off of %s to worker %d not made: %s", conn.client_host, wid, e)
+            return False
+        host = conn.quota_host
+        if host is not None:
+            conn.quota_host = None          # released when the owner has counted it
+            self._moving[mid] = (host, wid)
+        self.moved_out += 1
+        log.debug("handed %s to worker %d: its Fetches read that worker's partitions",
+                  conn.client_host, wid)
+        return True
+
+    def adopted(self, msg: dict) -> None:
+        entry = self._moving.pop(msg.get("id"), None)
+        if entry is not None:
+            self.release(entry[0])
+
+    def peer_gone(self, wid: int) -> None:
+        for mid, (host, owner) in list(self._moving.items()):
+            if owner == wid:
+                del self._moving[mid]
+                self.release(host)
+
+    # ------------------------------------------------------------ owner side
+    def received(self, peer: int, msg: dict, fd: int | None) -> None:
+        """A socket handed over by front `peer`: served here from now on."""
+        taken = False
+        if fd is not None:
+            try:
+                sock = socket.socket(fileno=fd)
+            except OSError as e:
+                log.info("connection from worker %d not adopted: %s", peer, e)
+                os.close(fd)
+            else:
+                try:
+                    taken = self.adopt(sock, msg)
+                except Exception:       # a bug of ours: the client reconnects
+                    log.exception("adopting a connection from worker %d failed", peer)
+                if not taken:
+                    sock.close()
+                else:
+                    self.moved_in += 1
+        else:
+            log.warning("mesh: a connection from worker %d came without its socket", peer)
+        self.router.reply(peer, {"op": "adopted", "id": msg.get("id")})
