@@ -173,6 +173,7 @@ class Connection:
     on_move: Callable | None = None
     move_to = -1
     move_streak = 0
+    move_keys: list = []    # the partitions its last such Fetch read
     moved = False       # handed to another worker: this end only lets go
 
     def __init__(self, sock: socket.socket, dispatcher, max_request_bytes: int,
@@ -283,9 +284,11 @@ class Connection:
         finally:
             self._readable = self._waiter = None
 
-    def fetched_from(self, worker: int) -> None:
-        """A Fetch of this connection read only `worker`'s partitions (another worker's;
-        the Fetch fan-out tells, workers/handlers/fetch/fanout.py)."""
+    def fetched_from(self, worker: int, keys: list = ()) -> None:
+        """A Fetch of this connection read only `worker`'s partitions (another worker's),
+        `keys` ((topic, partition) pairs); the Fetch fan-out tells
+        (workers/handlers/fetch/fanout.py)."""
+        self.move_keys = keys
         if worker == self.move_to:
             self.move_streak += 1
         else:

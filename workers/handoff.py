@@ -16,7 +16,10 @@ state lives in this process but its listener name); only sessionless Fetches cou
 is in this process: no request read or unanswered, no answer unsent, not throttled nor
 muted (`Connection._move`). The bytes the client sends meanwhile wait in the socket,
 which W reads. A hand-off that cannot be made now (W's channel busy or gone) leaves the
-connection where it is, to be tried after the next streak.
+connection where it is, to be tried after the next streak. The front's copies of the
+state of the partitions the connection read (workers/partition_states.py) are dropped
+at the move, unless another Fetch here still uses them (`Router.forget_states`), so
+their owner stops telling the front of every append.
 
 Mesh messages (workers/router.py hands them here):
 
@@ -88,6 +91,8 @@ class Handoff:
             conn.quota_host = None          # released when the owner has counted it
             self._moving[mid] = (host, wid)
         self.moved_out += 1
+        # what this worker copied of those partitions' state for it goes now
+        router.forget_states(wid, conn.move_keys)
         log.debug("handed %s to worker %d: its Fetches read that worker's partitions",
                   conn.client_host, wid)
         return True

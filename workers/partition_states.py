@@ -207,6 +207,17 @@ class RemoteStates:
         self.served.pop(owner, None)        # its counters start again with it
         return keys
 
+    def forget(self, owner: int, keys) -> list[tuple]:
+        """Drop the copies of `keys` that `owner` published; the keys dropped."""
+        states, dropped = self.states, []
+        for key in keys:
+            st = states.get(key)
+            if st is not None and st.owner == owner:
+                del states[key]
+                self.used.discard(key)
+                dropped.append(key)
+        return dropped
+
     def quiet(self, cp, owner: int, committed: bool) -> RemoteState | None:
         """`cp`'s (a CachedPartition of a consumer) published state when `owner`
         published it and the consumer is caught up on it, else None (ask the owner)."""

@@ -350,6 +350,7 @@ class Router:
         self.run_part = run_part
         self.peers: dict[int, Any] = {}            # worker id -> PeerLink
         self.pending: dict[int, tuple[asyncio.Future, int]] = {}   # id -> (future, peer)
+        self._asking: dict[int, list] = {}      # id -> "sub" keys of a Fetch part in flight
         # Fetch across workers: what other workers published of their partitions (the
         # front's copy) and, as an owner, who hears of ours (workers/partition_states.py)
         self.states = RemoteStates()
@@ -419,6 +420,7 @@ class Router:
         for rid, (fut, peer) in list(self.pending.items()):
             if peer == wid:
                 del self.pending[rid]
+                self._asking.pop(rid, None)
                 if not fut.done():
                     fut.set_exception(PeerGone(f"worker {wid} is gone"))
         if self.publisher is not None:
@@ -659,10 +661,13 @@ class Router:
         else:
             fut = self.loop.create_future()
             self.pending[rid] = (fut, wid)
+            if sub_keys is not None:
+                self._asking[rid] = sub_keys
         try:
             link.send(msg, raw)
         except ConnectionError:
             self.pending.pop(rid, None)
+            self._asking.pop(rid, None)
             return None
         if oneway:
             # no answer tells that an acks=0 part was lost: it leaves now, not with the
@@ -839,6 +844,8 @@ class Router:
         state = msg.get("state")
         if state is not None:       # the copy first: it checks the front's parked Fetches
             self._on_state(peer, state, subscribed=True)
+        if self._asking:
+            self._asking.pop(msg["id"], None)
         entry = self.pending.pop(msg["id"], None)
         if entry is None:
             return
@@ -915,6 +922,20 @@ class Router:
         purgatory = self.broker.fetch_purgatory
         for key in self.states.update(peer, parts, subscribed):
             purgatory.check_and_complete(key)
+
+    def forget_states(self, owner: int, keys) -> None:
+        """The front's copies of `keys` (`owner`'s partitions) are no longer wanted here
+        (the connection that read them moved to their owner, workers/handoff.py): those
+        no parked Fetch watches and no part in flight subscribes are dropped now, and
+        the owner told, rather than by the sweep a minute or two later (meanwhile every
+        append to them would cost a "state" message to this worker). Another consumer
+        of them here that comes later asks the owner again, which subscribes them."""
+        purgatory = self.broker.fetch_purgatory
+        asking = {k for ks in self._asking.values() for k in ks}
+        dropped = self.states.forget(owner, [k for k in keys if k not in asking
+                                             and not purgatory.watched(k)])
+        if dropped:
+            self.reply(owner, {"op": "unsub", "keys": dropped})
 
     def _sweep_states(self) -> None:
         """Every STATE_IDLE_S: drop the copies no Fetch read, and tell their owners; a

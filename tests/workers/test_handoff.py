@@ -1,12 +1,13 @@
 """Connection hand-off (workers/handoff.py) between two real routers joined by a real mesh
 socket pair, in one loop: the client socket reaches the owner as a working socket of
 the same connection, the connection quota moves only once the owner counted it (or its
-owner went), and a hand-off the channel cannot take now is not made."""
+owner went), the front's copies of what it read go, and a hand-off the channel cannot
+take now is not made."""
 import asyncio
 import socket
 import types
 
-from tests.workers.test_txn_fetch import MiniBroker
+from tests.workers.test_txn_fetch import TOPIC, MiniBroker
 from workers.connection import Connection
 from workers.handoff import Handoff
 from workers.router import Router
@@ -70,9 +71,13 @@ def test_the_socket_reaches_the_owner_and_the_quota_moves_once_counted(tmp_path)
     async def run():
         pair = _Pair(tmp_path)
         conn, srv, cli = _client()
+        front = pair.routers[1]
+        front.states.update(2, [(TOPIC, 0, (1, 1, 0, 0, 9, 9, None))], subscribed=True)
+        conn.move_keys = [(TOPIC, 0)]       # what its Fetches read
         try:
             assert pair.handoffs[1].move(conn, 2)
             srv.close()             # what the front's Connection does once handed over
+            assert front.states.get((TOPIC, 0)) is None     # its copy goes with it
             assert pair.released[1] == []       # counted here until the owner counted it
             await until(lambda: pair.adopted)
             sock, msg = pair.adopted[0]

@@ -737,3 +737,51 @@ def test_a_shape_names_the_one_other_worker_that_owns_all_its_partitions():
     r.links_changed += 1
     gone = r.placed([("a", 1), ("a", 3)])
     assert gone.mine and gone.sole is None
+
+
+def test_a_moved_connections_copies_go_unless_another_fetch_here_uses_them(tmp_path):
+    """`forget_states` (workers/handoff.py): the copies of the moved connection's
+    partitions are dropped and their owner told at once, except one a parked Fetch
+    watches and one a part in flight subscribes (its answer would bring a copy the
+    owner no longer updates); the others' owners' copies are not touched."""
+    from tests.workers.test_txn_fetch import TOPIC, MiniBroker
+    from workers.purgatory import DelayedOperation
+    from workers.router import Router
+
+    class Parked(DelayedOperation):
+        def try_complete(self):
+            return False
+
+        def on_complete(self):
+            pass
+
+        def on_expiration(self):
+            pass
+
+    async def run():
+        broker = MiniBroker(tmp_path)
+        broker.requests_served, broker.worker_id = 0, 1
+        r = Router(broker, lambda ctx, body: {})
+        r.start(asyncio.get_running_loop())
+        link = r.peers[2] = _Link()
+        r.peers[3] = _Link()
+        state = (1, 1, 0, 0, 9, 9, None)
+        r.states.update(2, [(TOPIC, i, state) for i in (5, 6, 7, 8)], subscribed=True)
+        r.states.update(3, [(TOPIC, 9, state)], subscribed=True)
+        broker.fetch_purgatory.try_complete_else_watch(Parked(60_000), [(TOPIC, 6)])
+        asking = r.forward(2, types.SimpleNamespace(api_key=1, api_version=12, client_id="c",
+                                                    client_host="h"),
+                           {"topics": []}, sub_keys=[(TOPIC, 7)])
+        link.sent.clear()
+        r.forget_states(2, [(TOPIC, 5), (TOPIC, 6), (TOPIC, 7), (TOPIC, 9)])
+        assert link.sent == [{"op": "unsub", "keys": [(TOPIC, 5)]}]
+        assert r.states.get((TOPIC, 5)) is None
+        assert all(r.states.get((TOPIC, i)) is not None for i in (6, 7, 8, 9))
+        r.on_message(2, {"op": "resp", "id": asking.rid, "body": {}})   # answered
+        link.sent.clear()
+        r.forget_states(2, [(TOPIC, 7)])
+        assert link.sent == [{"op": "unsub", "keys": [(TOPIC, 7)]}]
+        r._sweeper.cancel()
+        r._reporter.cancel()
+        broker.close()
+    asyncio.run(run())

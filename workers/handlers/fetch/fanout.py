@@ -67,7 +67,7 @@ def fan_out(router, ctx, req, handle):
         # its sessionless consumer Fetches count
         if (placed.sole is not None and epoch < 0 and not req.get("session_id")
                 and replica_id(req) < 0):
-            conn.fetched_from(placed.sole)
+            conn.fetched_from(placed.sole, reads)
         else:
             conn.move_streak = 0
     if placed.mine:
