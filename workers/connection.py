@@ -174,6 +174,7 @@ class Connection:
     move_to = -1
     move_streak = 0
     move_keys: list = []    # the partitions its last such Fetch read
+    move_session = 0        # the fetch session of its last Fetch on another's partitions
     moved = False       # handed to another worker: this end only lets go
 
     def __init__(self, sock: socket.socket, dispatcher, max_request_bytes: int,
@@ -295,10 +296,11 @@ class Connection:
             self.move_to, self.move_streak = worker, 1
 
     def _move(self) -> bool:
-        """Hand this connection to `move_to` when nothing of it is in this process: no
-        request in flight or unanswered, no byte of a request read, no answer unsent,
-        not throttled nor muted, plaintext without SASL (the server sets `on_move` only
-        then). True: handed over, the connection is closed here (`moved`)."""
+        """Hand this connection (and its fetch session) to `move_to` when nothing of it
+        is in this process: no request in flight or unanswered, no byte of a request
+        read, no answer unsent, not throttled nor muted, plaintext without SASL (the
+        server sets `on_move` only then). True: handed over, the connection is closed
+        here (`moved`)."""
         if (self.on_move is None or self.closed or self.pending or self._writing
                 or self._direct or self.charged or self.frames.buffered or self.muted
                 or self.throttled_until > self.clock()):

@@ -51,8 +51,10 @@ that adds partitions beyond the budget, when no other session can go, closes its
 session and is answered as a full fetch without a session (session id 0), as an
 incremental fetch that empties its session is; the client starts a new one.
 
-The cache is per worker (the front of the connection keeps the session). Clocks are
-monotonic milliseconds (workers/worker.py `timer_clock`).
+The cache is per worker (the front of the connection keeps the session); a session
+moves with its connection when that is handed to another worker (`take`, `adopt`:
+workers/handoff.py). Clocks are monotonic milliseconds (workers/worker.py
+`timer_clock`: CLOCK_MONOTONIC, the same in every process of the machine).
 """
 from __future__ import annotations
 
@@ -306,6 +308,35 @@ class FetchSessionCache:
                 return False
         self._remove(victim.session_id)
         self.evictions += 1
+        return True
+
+    def take(self, session_id: int) -> None:
+        """Forget session `session_id` here: it went with its connection to another
+        worker (workers/handoff.py)."""
+        self._remove(session_id)
+
+    def adopt(self, session: FetchSession) -> bool:
+        """A session that came with its connection from another worker
+        (workers/handoff.py): kept under its id, at its epoch, when the id is free here
+        and the cache has room for it by the rules a new session follows; False: not
+        kept (the client's next incremental fetch is answered
+        FETCH_SESSION_ID_NOT_FOUND and it starts a new session, as after an eviction)."""
+        if self.max_sessions <= 0 or session.session_id in self.sessions:
+            return False
+        now = self._now()
+        n = len(session.partitions)
+        size = session_bytes(n)
+        if size > self.max_bytes:
+            return False
+        if len(self.sessions) >= self.max_sessions and \
+                not self._try_evict(session.privileged, n, now):
+            return False
+        if self.bytes + size > self.max_bytes and \
+                not self._make_room(size, session.privileged, n, now):
+            return False
+        session.size_bytes = size
+        self.bytes += size
+        self._touch(session, now)
         return True
 
     def _touch(self, session: FetchSession, now: int) -> None:

@@ -11,9 +11,12 @@ itself to W between two requests, and W serves the connection from then on as if
 had accepted it: its Fetches are local.
 
 Who moves, and when: only a plaintext connection without SASL (nothing of its security
-state lives in this process but its listener name); only sessionless Fetches count
-(an incremental fetch session is this worker's); only when nothing of the connection
-is in this process: no request read or unanswered, no answer unsent, not throttled nor
+state lives in this process but its listener name); only consumer Fetches count, and
+an incremental fetch session (KIP-227: kafka-python's, the Java client's) goes with its
+connection (`FetchSessionCache.take`/`adopt`: kept by the owner when its id is free
+there and its cache has room, else the client's next incremental Fetch is answered
+FETCH_SESSION_ID_NOT_FOUND and it starts a new session, as after an eviction); only
+when nothing of the connection is in this process: no request read or unanswered, no answer unsent, not throttled nor
 muted (`Connection._move`). The bytes the client sends meanwhile wait in the socket,
 which W reads. A hand-off that cannot be made now (W's channel busy or gone) leaves the
 connection where it is, to be tried after the next streak. The front's copies of the
@@ -24,8 +27,9 @@ their owner stops telling the front of every append.
 Mesh messages (workers/router.py hands them here):
 
     front -> owner  {"op": "conn", "id", "listener", "principal", "host", "client_id",
-                     "metered", "bytes_in", "bytes_out"}   the socket's fd rides on the
-                    frame (SCM_RIGHTS; the mesh channels take file descriptors)
+                     "metered", "bytes_in", "bytes_out", "session"}   the socket's fd
+                    rides on the frame (SCM_RIGHTS; the mesh channels take file
+                    descriptors); "session": its FetchSession (pickled) or None
     owner -> front  {"op": "adopted", "id"}   the owner counted the connection
 
 Connection quotas (workers/connection_quotas.py): the owner counts the connection
@@ -76,16 +80,20 @@ class Handoff:
             return False
         self._next_id += 1
         mid = self._next_id
+        sessions = router.broker.fetch_sessions
+        session = sessions.sessions.get(conn.move_session) if conn.move_session else None
         msg = {"op": "conn", "id": mid, "listener": conn.listener_name,
                "principal": conn.principal, "host": conn.client_host,
                "client_id": conn.__dict__.get("client_id"),
                "metered": "metered" in conn.__dict__,
-               "bytes_in": conn.bytes_in, "bytes_out": conn.bytes_out}
+               "bytes_in": conn.bytes_in, "bytes_out": conn.bytes_out, "session": session}
         try:
             link.send(msg, fds=[conn.fd])
         except (ConnectionError, OSError) as e:
             log.debug("hand-off of %s to worker %d not made: %s", conn.client_host, wid, e)
             return False
+        if session is not None:
+            sessions.take(session.session_id)       # the owner's from now on
         host = conn.quota_host
         if host is not None:
             conn.quota_host = None          # released when the owner has counted it

@@ -251,6 +251,10 @@ class WorkerServer:
         if host is not None:
             self.quotas.adopt(host)
             conn.quota_host = host
+        session = msg.get("session")
+        if session is not None and not self.broker.fetch_sessions.adopt(session):
+            log.debug("fetch session %d of %s not kept (id taken or no room): the client "
+                      "starts a new one", session.session_id, conn.client_host)
         self._serve(conn, asyncio.get_running_loop())
         return True
 

@@ -1,7 +1,8 @@
 """Connection hand-off (workers/handoff.py) on a real two-worker broker with real
 confluent-kafka consumers: a consumer whose partitions are all one worker's ends up
 served by that worker, whichever worker the kernel gave its connection to, and reads
-every record, in order, byte for byte, across the move. With
+every record, in order, byte for byte, across the move; a kafka-python consumer's
+incremental fetch session moves with it. With
 `worker.connection.handoff=false` connections stay where they landed.
 
 Connections land on the workers by hash (SO_REUSEPORT), so each test opens several
@@ -61,21 +62,49 @@ class _Tail:
         self.c.close()
 
 
-def _run(b, metrics_port: int, wait_ms: int):
-    """A topic of 4 partitions, CONSUMERS tailing those of worker `w`; returns (w,
-    tails, the records sent per partition)."""
+class _KpTail(_Tail):
+    """The same with kafka-python, whose Fetches use incremental fetch sessions (KIP-227):
+    its session moves with its connection."""
+
+    def __init__(self, b, topic: str, parts: list[int], wait_ms: int):
+        from kafka import KafkaConsumer, TopicPartition
+        self.c = KafkaConsumer(bootstrap_servers=b.bootstrap, client_id=f"ho-kp-{uuid.uuid4().hex[:8]}",
+                               group_id=None, enable_auto_commit=False,
+                               auto_offset_reset="earliest", fetch_max_wait_ms=wait_ms,
+                               request_timeout_ms=30000)
+        self.c.assign([TopicPartition(topic, p) for p in parts])
+        self.c.seek_to_beginning()
+        self.got = {p: [] for p in parts}
+        self.errors = []
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self._poll, daemon=True)
+        self.t.start()
+
+    def _poll(self):
+        while not self.stop.is_set():
+            try:
+                for tp, records in self.c.poll(timeout_ms=50).items():
+                    self.got[tp.partition].extend(r.value for r in records)
+            except Exception as e:          # noqa: BLE001 - reported by the test
+                self.errors.append(e)
+
+
+def _run(b, kind=_Tail, wait_ms: int = 200):
+    """A topic of 4 partitions, CONSUMERS of `kind` tailing those of worker `w`;
+    returns (topic, w, its partitions, tails)."""
     topic = h.create_topic(b.bootstrap, f"ho-{uuid.uuid4().hex[:8]}", 4)
     own = owners(show(b), topic)
     w = own[0]
     parts = sorted(p for p, o in own.items() if o == w)
-    tails = [_Tail(b, topic, parts, wait_ms) for _ in range(CONSUMERS)]
+    tails = [kind(b, topic, parts, wait_ms) for _ in range(CONSUMERS)]
     return topic, w, parts, tails
 
 
-def test_consumers_move_to_the_owner_of_their_partitions_and_read_everything(two_workers):  # noqa: F811
+@pytest.mark.parametrize("kind", [_Tail, _KpTail], ids=["confluent-kafka", "kafka-python"])
+def test_consumers_move_to_the_owner_of_their_partitions_and_read_everything(two_workers, kind):  # noqa: F811
     metrics_port = h.free_port()
     b = two_workers({"metrics.listener": f"http://127.0.0.1:{metrics_port}"})
-    topic, w, parts, tails = _run(b, metrics_port, 200)
+    topic, w, parts, tails = _run(b, kind)
     other = str(1 - w)
     try:
         # consumers on the other worker hand their connection to `w` after a few
@@ -105,6 +134,9 @@ def test_consumers_move_to_the_owner_of_their_partitions_and_read_everything(two
             ws = {x["worker"]: x for x in show(b, 0.05)["workers"]}
             return ws[w]["purgatory"]["fetch"] >= 1 and ws[1 - w]["purgatory"]["fetch"] == 0
         h.wait_until(settled, 20, "the long polls parked on the owner only", b)
+        if kind is _KpTail:         # the sessions went with the connections
+            ws = {x["worker"]: x for x in show(b, 0.05)["workers"]}
+            assert ws[1 - w]["fetch_sessions"] == 0 and ws[w]["fetch_sessions"] == CONSUMERS
         handed = _per_worker(metrics_port, "mpbroker_worker_connections_handed_over_total")
         taken = _per_worker(metrics_port, "mpbroker_worker_connections_taken_over_total")
         assert handed.get(str(w), 0) == 0 and taken.get(other, 0) == 0
@@ -119,7 +151,7 @@ def test_connections_stay_where_they_landed_when_handoff_is_off(two_workers):  #
     metrics_port = h.free_port()
     b = two_workers({"metrics.listener": f"http://127.0.0.1:{metrics_port}",
                      "worker.connection.handoff": "false"})
-    topic, w, parts, tails = _run(b, metrics_port, 200)
+    topic, w, parts, tails = _run(b)
     try:
         # consumers on the other worker park their long polls there, and keep doing so
         def parked_on_both():

@@ -246,3 +246,40 @@ def test_incremental_growth_past_the_budget_closes_the_session():
     assert sorted(c.partition for c in ctx.partitions) == [0, 1, 2, 3, 4, 9]
     assert len(cache) == 0 and cache.bytes == 0
     assert cache.new_context(sid, 3, [], []).error_code == 70
+
+
+def test_a_session_moves_with_its_connection_at_its_epoch():
+    """workers/handoff.py: `take` forgets it on the front; `adopt` keeps it on the owner
+    under its id, where the next incremental fetch goes on at the epoch it expects."""
+    import pickle
+    front, owner = FetchSessionCache(clock=lambda: 0), FetchSessionCache(clock=lambda: 5)
+    sid = front.new_context(0, INITIAL_EPOCH, [cp(0), cp(1)], []).session_id
+    assert front.new_context(sid, 1, [cp(1, offset=7)], []).error_code == 0
+    moved = pickle.loads(pickle.dumps(front.sessions[sid]))     # as the mesh carries it
+    front.take(sid)
+    assert len(front) == 0 and front.bytes == 0
+    assert front.new_context(sid, 2, [], []).error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+    assert owner.adopt(moved)
+    assert owner.bytes == session_bytes(2) and moved.last_used_ms == 5
+    assert owner.new_context(sid, 1, [], []).error_code == 71  # its epoch is 2 by now
+    ctx = owner.new_context(sid, 2, [], [])
+    assert ctx.incremental and ctx.error_code == 0
+    assert {(c.partition, c.fetch_offset) for c in ctx.partitions} == {(0, 0), (1, 7)}
+
+
+def test_a_moved_session_is_not_kept_when_its_id_is_taken_or_there_is_no_room():
+    """Not kept, as a new session would not be: the client starts a new one."""
+    clock = Clock()
+    front = FetchSessionCache(clock=clock)
+    sid = new_session(front, 2)
+    moved = front.sessions[sid]
+    taken = FetchSessionCache(clock=clock)
+    taken.sessions[sid] = moved                         # (an id both caches gave out)
+    assert not taken.adopt(moved)
+    assert not FetchSessionCache(max_sessions=0, clock=clock).adopt(moved)
+    full = FetchSessionCache(max_sessions=1, clock=clock)
+    new_session(full, 5)                                # young and bigger: not evicted
+    assert not full.adopt(moved) and len(full) == 1
+    assert not FetchSessionCache(clock=clock, max_bytes=session_bytes(1)).adopt(moved)
+    clock.now += EVICTION_MS + 1                        # stale now: it goes for the newcomer
+    assert full.adopt(moved) and list(full.sessions) == [sid]

@@ -1,7 +1,7 @@
 """Connection hand-off (workers/handoff.py) between two real routers joined by a real mesh
 socket pair, in one loop: the client socket reaches the owner as a working socket of
 the same connection, the connection quota moves only once the owner counted it (or its
-owner went), the front's copies of what it read go, and a hand-off the channel cannot
+owner went), its fetch session and the front's copies of what it read go, and a hand-off the channel cannot
 take now is not made."""
 import asyncio
 import socket
@@ -9,6 +9,7 @@ import types
 
 from tests.workers.test_txn_fetch import TOPIC, MiniBroker
 from workers.connection import Connection
+from workers.fetch_session import CachedPartition
 from workers.handoff import Handoff
 from workers.router import Router
 
@@ -74,10 +75,15 @@ def test_the_socket_reaches_the_owner_and_the_quota_moves_once_counted(tmp_path)
         front = pair.routers[1]
         front.states.update(2, [(TOPIC, 0, (1, 1, 0, 0, 9, 9, None))], subscribed=True)
         conn.move_keys = [(TOPIC, 0)]       # what its Fetches read
+        sessions = pair.brokers[0].fetch_sessions
+        sid = sessions.new_context(0, 0, [CachedPartition(TOPIC, b"\x01" * 16, 0, 0, 100)],
+                                   []).session_id
+        conn.move_session = sid             # and its fetch session
         try:
             assert pair.handoffs[1].move(conn, 2)
             srv.close()             # what the front's Connection does once handed over
             assert front.states.get((TOPIC, 0)) is None     # its copy goes with it
+            assert len(sessions) == 0                       # and its session
             assert pair.released[1] == []       # counted here until the owner counted it
             await until(lambda: pair.adopted)
             sock, msg = pair.adopted[0]
@@ -85,6 +91,8 @@ def test_the_socket_reaches_the_owner_and_the_quota_moves_once_counted(tmp_path)
             assert (msg["listener"], msg["principal"]) == (None, "User:ANONYMOUS")
             assert (msg["client_id"], msg["metered"]) == ("consumer-1", True)
             assert (msg["bytes_in"], msg["bytes_out"]) == (300, 7000)
+            assert msg["session"].session_id == sid and list(msg["session"].partitions) == [
+                (TOPIC, 0)]
             # the same connection: what the client sends, the owner reads, and back
             cli.sendall(b"next request")
             sock.settimeout(5)

@@ -62,11 +62,12 @@ def fan_out(router, ctx, req, handle):
     # change from one request to the next: not remembered)
     placed = router.placed(reads, remember=epoch <= 0)
     conn = ctx.connection
-    if conn is not None and conn.on_move is not None:
+    moves = conn is not None and conn.on_move is not None
+    if moves:
         # a connection that moves to the owner of what it reads (workers/handoff.py):
-        # its sessionless consumer Fetches count
-        if (placed.sole is not None and epoch < 0 and not req.get("session_id")
-                and replica_id(req) < 0):
+        # its consumer Fetches that read one other worker's partitions count (an
+        # incremental one's are its session's: `reads`)
+        if placed.sole is not None and replica_id(req) < 0:
             conn.fetched_from(placed.sole, reads)
         else:
             conn.move_streak = 0
@@ -76,6 +77,8 @@ def fan_out(router, ctx, req, handle):
                                              requested, forgotten,
                                              is_follower=replica_id(req) >= 0,
                                              uses_topic_ids=version >= 13)
+    if moves:
+        conn.move_session = fctx.session_id         # (0: none) it goes with a move
     if fctx.error_code:
         return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
                 "responses": []}

@@ -633,35 +633,46 @@ class _Conn:
     on_move = staticmethod(lambda conn, wid: False)
     move_to = -1
     move_streak = 0
+    move_session = 0
     fetched_from = __import__("workers.connection", fromlist=["Connection"]).Connection.fetched_from
 
 
-def test_sessionless_consumer_fetches_of_one_other_workers_partitions_count_to_move(broker):
-    """Each sessionless consumer Fetch that reads only worker 1's partitions adds to the
-    connection's streak; one that reads this worker's, both workers', in a session or
-    for a follower ends it. A connection that may not move is not counted."""
+def test_consumer_fetches_of_one_other_workers_partitions_count_to_move(broker):
+    """Each consumer Fetch that reads only worker 1's partitions adds to the
+    connection's streak, with the partitions and the fetch session it read (an
+    incremental one counts by its session's partitions); one that reads this worker's,
+    both workers', or for a follower ends it. A connection that may not move is not
+    counted."""
     router = FakeRouter(broker)
     conn = _Conn()
     c = ctx(1, 11)
     c.connection = conn
 
+    def fetch(req):
+        answer = fan_out(router, c, req, never)
+        if asyncio.isfuture(answer) or asyncio.iscoroutine(answer):
+            asyncio.ensure_future(answer).cancel()
+
     async def run():
-        def fetch(req):
-            answer = fan_out(router, c, req, never)
-            if asyncio.isfuture(answer) or asyncio.iscoroutine(answer):
-                asyncio.ensure_future(answer).cancel()
         remote = fetch_req(0, 0, index=1)
         for n in (1, 2, 3):
             fetch(remote)
             assert (conn.move_to, conn.move_streak) == (1, n)
-        for other in (fetch_req(0, 0, index=0), two_partitions(),
-                      {**remote, "session_epoch": 0}, {**remote, "replica_id": 3}):
+            assert conn.move_keys == [(TOPIC, 1)] and conn.move_session == 0
+        for other in (fetch_req(0, 0, index=0), two_partitions(), {**remote, "replica_id": 3}):
             fetch(remote)
             assert conn.move_streak >= 1
             fetch(other)
             assert conn.move_streak == 0, other
+        fetch({**remote, "session_epoch": 0})           # a new session of partition 1
+        sid = conn.move_session
+        assert sid and conn.move_streak == 1
+        fetch({**remote, "session_id": sid, "session_epoch": 1,
+               "topics": []})                           # incremental: names nothing
+        assert conn.move_streak == 2 and conn.move_keys == [(TOPIC, 1)]
+        assert conn.move_session == sid
         conn.on_move = None
         for _ in range(3):
             fetch(remote)
-        assert conn.move_streak == 0
+        assert conn.move_streak == 2
     asyncio.run(run())
