@@ -287,6 +287,8 @@ class PlacementManager:
                 "cpu_percent": _cpu_percent(cpu.get(wid), s2["pid"]),
                 "cpu_s_per_s": max(0.0, rate("cpu_s")),
                 "purgatory": s2["purgatory"], "fetch_sessions": s2["fetch_sessions"],
+                # connections moved to and from other workers since it started
+                "handed_over": s2.get("handed_over", 0), "taken_over": s2.get("taken_over", 0),
                 "connections": s2["connections"]})
         return {"num_workers": self.table.num_workers, "revision": self.table.revision,
                 "interval_s": interval, "workers": workers}
