@@ -38,6 +38,12 @@ class HeartbeatTable:
     def read(self, slot: int) -> tuple[int, int, float]:
         return SLOT.unpack_from(self.map, slot * SLOT.size)
 
+    def fresh(self, slot: int, within_s: float) -> bool:
+        """The child of `slot` serves and beat within the last `within_s` seconds (read
+        by its siblings too: a worker hands connections only to a live one)."""
+        _, state, at = self.read(slot)
+        return state != BOOTING and time.monotonic() - at <= within_s
+
 
 async def heartbeat_loop(table: HeartbeatTable, slot: int, interval_s: float,
                          state: Callable[[], int] = lambda: READY) -> None:

@@ -20,9 +20,12 @@ frame's size, so the owner gets writable memoryviews over that buffer as `msg["r
 Pickle is safe because both ends are forks of one program and the socket pair is
 reachable from nowhere else.
 
-File descriptors (`pass_fds=True` channels: the supervisor's control channels) travel
-with SCM_RIGHTS on the first byte of a frame and queue in `fds` in arrival order, before
-the frame's message is handed over (so `on_message` can `take_fd()` its own).
+File descriptors (`pass_fds=True` channels: the supervisor's control channels and the
+mesh, which hands client connections between workers) travel with SCM_RIGHTS on the
+first byte of a frame and queue in `fds` in arrival order (received close-on-exec),
+before the frame's message is handed over (so `on_message` can `take_fd()` its own). A
+frame whose descriptors the kernel does not pass now (ETOOMANYREFS, ENOMEM) is not
+sent and leaves the channel open (`send` raises ConnectionError).
 
 A frame that cannot be read (size over MAX_FRAME, inconsistent lengths, a meta that
 does not unpickle, raw buffers on a message that is not a dict) closes the channel
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import array
 import collections
+import errno
 import logging
 import os
 import pickle
@@ -67,6 +71,8 @@ MAX_FDS = 16                         # file descriptors one read takes
 RECV_BYTES = 256 * 1024
 BIG_FRAME = 64 * 1024                # larger partial frames are read into their own buffer
 IOV_CHUNKS = 512                     # scatter/gather entries per sendmsg (IOV_MAX is 1024)
+# errors of a write that mean the channel itself is gone
+_BROKEN = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ESHUTDOWN)
 FLUSH_TIMEOUT_S = 30.0
 
 
@@ -203,7 +209,8 @@ class Channel:
     # ------------------------------------------------------------ reading
     def _recv_with_fds(self, view) -> int:
         fds = array.array("i")
-        n, ancdata, _, _ = self.sock.recvmsg_into([view], socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+        n, ancdata, _, _ = self.sock.recvmsg_into([view], socket.CMSG_SPACE(MAX_FDS * fds.itemsize),
+                                                  socket.MSG_CMSG_CLOEXEC)
         for level, kind, data in ancdata:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
@@ -332,6 +339,10 @@ class Channel:
                     raise ConnectionError(f"{self.name}: cannot pass file descriptors now")
                 n = 0
             except OSError as e:
+                if fds and e.errno not in _BROKEN:
+                    # nothing was sent (a descriptor the kernel would not pass now:
+                    # ETOOMANYREFS, ENOMEM, EBADF): the channel itself is fine
+                    raise ConnectionError(f"{self.name}: cannot pass file descriptors: {e}")
                 self.close()
                 raise ConnectionError(f"{self.name} write failed: {e}")
             self.bytes_sent += n

@@ -71,6 +71,9 @@ EVICTION_MS = 120_000          # Kafka: MIN_INCREMENTAL_FETCH_SESSION_EVICTION_M
 SESSION_BYTES = 1024           # a session without partitions (object, dict, ids)
 PARTITION_BYTES = 360          # one CachedPartition, its key tuple and its dict entry
 DEFAULT_MAX_BYTES = 128 * 1024 * 1024
+# session ids: 2**31 - 1 split into this many residues, one per worker (`id_offset`)
+ID_STRIDE = 4096
+MAX_SESSION_ID = 2**31 - 1
 
 
 def session_bytes(partitions: int) -> int:
@@ -172,8 +175,13 @@ class FetchContext:
 
 
 class FetchSessionCache:
+    """`id_offset`: this cache's session ids are `id_offset` modulo ID_STRIDE, so that
+    the workers of a broker (`id_offset` = worker id) never give out the same id and a
+    session handed over with its connection (`adopt`) never meets another of its id."""
+
     def __init__(self, max_sessions: int = 1000, clock=None, eviction_ms: int = EVICTION_MS,
-                 max_bytes: int = DEFAULT_MAX_BYTES):
+                 max_bytes: int = DEFAULT_MAX_BYTES, id_offset: int = 0):
+        self.id_offset = id_offset % ID_STRIDE
         self.max_sessions = max_sessions
         self.max_bytes = max_bytes
         self.clock = clock
@@ -188,8 +196,9 @@ class FetchSessionCache:
 
     def _new_id(self) -> int:
         while True:
-            sid = random.randint(1, 2**31 - 1)
-            if sid not in self.sessions:
+            sid = random.randrange((MAX_SESSION_ID - self.id_offset) // ID_STRIDE) * ID_STRIDE \
+                + self.id_offset
+            if sid and sid not in self.sessions:
                 return sid
 
     def _remove(self, session_id: int) -> None:
@@ -318,8 +327,9 @@ class FetchSessionCache:
     def adopt(self, session: FetchSession) -> bool:
         """A session that came with its connection from another worker
         (workers/handoff.py): kept under its id, at its epoch, when the id is free here
-        and the cache has room for it by the rules a new session follows; False: not
-        kept (the client's next incremental fetch is answered
+        and the cache has room for it by the rules a new session follows (ids are unique
+        per worker, `id_offset`: taken only if workers disagree on their ids); False:
+        not kept (the client's next incremental fetch is answered
         FETCH_SESSION_ID_NOT_FOUND and it starts a new session, as after an eviction)."""
         if self.max_sessions <= 0 or session.session_id in self.sessions:
             return False

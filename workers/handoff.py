@@ -19,10 +19,14 @@ FETCH_SESSION_ID_NOT_FOUND and it starts a new session, as after an eviction); o
 when nothing of the connection is in this process: no request read or unanswered, no answer unsent, not throttled nor
 muted (`Connection._move`). The bytes the client sends meanwhile wait in the socket,
 which W reads. A hand-off that cannot be made now (W's channel busy or gone) leaves the
-connection where it is, to be tried after the next streak. The front's copies of the
-state of the partitions the connection read (workers/partition_states.py) are dropped
-at the move, unless another Fetch here still uses them (`Router.forget_states`), so
-their owner stops telling the front of every append.
+connection where it is, to be tried after the next streak; so does an owner whose
+heartbeat is stale (a stalled worker gets no new clients, as it gets no new
+connections from the kernel) and a connection that sent a forwarded acks=0 Produce
+(whose failure closes the connection from here). The front's copies of the state of
+the partitions the connection read (workers/partition_states.py) are dropped at the
+move, except those a Fetch parked here or a part in flight still uses
+(`Router.forget_states`), so their owner stops telling the front of every append; a
+consumer here that reads them later asks the owner again.
 
 Mesh messages (workers/router.py hands them here):
 
@@ -54,12 +58,15 @@ log = logging.getLogger(__name__)
 class Handoff:
     """One worker's side of connection hand-off. `adopt(sock, msg)`: make a connection
     of a received socket (WorkerServer.adopt; False when it cannot); `release(host)`:
-    stop counting a connection of `host` (ConnectionQuotas.release)."""
+    stop counting a connection of `host` (ConnectionQuotas.release); `alive(worker)`:
+    whether that worker's loop turns (its heartbeat is fresh: mpbroker/heartbeats.py)."""
 
-    def __init__(self, router, adopt: Callable, release: Callable[[str], None]):
+    def __init__(self, router, adopt: Callable, release: Callable[[str], None],
+                 alive: Callable[[int], bool] = lambda wid: True):
         self.router = router
         self.adopt = adopt
         self.release = release
+        self.alive = alive
         self._moving: dict[int, tuple[str, int]] = {}   # id -> (quota host, owner)
         self._next_id = 0
         self.moved_out = 0          # connections handed to other workers
@@ -67,14 +74,19 @@ class Handoff:
 
     # ------------------------------------------------------------ front side
     def move(self, conn, wid: int) -> bool:
-        """Send `conn`'s socket to worker `wid` (Connection.on_move); True once sent, the
-        connection then no longer counted nor served here. False: it stays."""
+        """Send `conn`'s socket to worker `wid` (for WorkerServer._move, the connection's
+        `on_move`); True once sent, the connection then no longer counted nor served
+        here. False: it stays."""
         router = self.router
         if not router.active or wid == router.me:
             return False
+        if id(conn) in router.conns:
+            return False        # an acks=0 Produce's failure may still have to close it here
         link = router.peers.get(wid)
         if link is None or link.closed or link.out:
             return False        # a busy channel would block the send of the fd
+        if not self.alive(wid):
+            return False        # stalled: not given clients it cannot serve
         link.write_batched()
         if link.out or link.closed:
             return False
@@ -92,15 +104,19 @@ class Handoff:
         except (ConnectionError, OSError) as e:
             log.debug("hand-off of %s to worker %d not made: %s", conn.client_host, wid, e)
             return False
-        if session is not None:
-            sessions.take(session.session_id)       # the owner's from now on
+        # sent: the socket is the owner's whatever happens below
         host = conn.quota_host
         if host is not None:
             conn.quota_host = None          # released when the owner has counted it
             self._moving[mid] = (host, wid)
         self.moved_out += 1
-        # what this worker copied of those partitions' state for it goes now
-        router.forget_states(wid, conn.move_keys)
+        try:
+            if session is not None:
+                sessions.take(session.session_id)       # the owner's from now on
+            # what this worker copied of those partitions' state for it goes now
+            router.forget_states(wid, conn.move_keys)
+        except Exception:       # a bug of ours: the copies go with the next sweep
+            log.exception("after handing %s to worker %d", conn.client_host, wid)
         log.debug("handed %s to worker %d: its Fetches read that worker's partitions",
                   conn.client_host, wid)
         return True

@@ -88,6 +88,9 @@ def run_worker(cfg, worker_id: int, channels: WorkerChannels, listen: tuple[str,
                                              client.placement.revision > table.revision):
             table = client.placement
         broker = Worker(cfg, client, worker_id=worker_id)
+        # a worker whose loop stopped beating gets no connection handed to it
+        # (workers/handoff.py): two beats missed, and a little slack
+        broker.peer_alive = lambda wid: heartbeats.fresh(1 + wid, 2 * heartbeat_interval_s + 0.25)
         if table is not None:
             broker.placement = table
         # the mesh: one PeerLink per other worker; a respawned peer's new socket replaces it

@@ -95,7 +95,9 @@ class WorkerServer:
         # connection hand-off between workers (workers/handoff.py)
         self.handoff = None
         if router is not None and _flag(cfg.get("worker.connection.handoff", True)):
-            self.handoff = router.handoff = Handoff(router, self.adopt, self.quotas.release)
+            self.handoff = router.handoff = Handoff(
+                router, self.adopt, self.quotas.release,
+                getattr(broker, "peer_alive", None) or (lambda wid: True))
 
     def _config(self):
         """The broker's config with its dynamic layers (AlterConfigs: `max.connections*`
@@ -234,6 +236,7 @@ class WorkerServer:
         if security is not None and (security.ssl_context is not None or security.sasl):
             return False        # never handed over (Connection.on_move is not set)
         try:
+            sock.setblocking(False)
             conn = Connection(sock, self.dispatcher, self.max_request_bytes,
                               on_close=self._closed, pool=self.pool,
                               read_buffer=self.read_buffer, clock=self.clock,
@@ -247,14 +250,14 @@ class WorkerServer:
         self.broker.clients.add(conn)
         if msg.get("metered"):
             conn.metered = True     # counted as created by the front
-        host = msg.get("host")
-        if host is not None:
-            self.quotas.adopt(host)
-            conn.quota_host = host
         session = msg.get("session")
         if session is not None and not self.broker.fetch_sessions.adopt(session):
             log.debug("fetch session %d of %s not kept (id taken or no room): the client "
                       "starts a new one", session.session_id, conn.client_host)
+        host = msg.get("host")
+        if host is not None:        # counted last: nothing below fails
+            self.quotas.adopt(host)
+            conn.quota_host = host
         self._serve(conn, asyncio.get_running_loop())
         return True
 

@@ -111,7 +111,7 @@ class Worker:
         self.fetch_sessions = FetchSessionCache(
             max_sessions=config["max.incremental.fetch.session.cache.slots"],
             max_bytes=config["max.incremental.fetch.session.cache.bytes"],
-            clock=timer_clock)
+            clock=timer_clock, id_offset=worker_id)
         self.groups = None  # workers.groups.service.GroupService, set by start()
         self.transactions = None  # workers.txn.service.TransactionService, set by start()
         self.txn_verifier = None  # workers.txn.verifier.TxnVerifier, set by start()

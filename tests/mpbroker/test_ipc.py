@@ -325,3 +325,27 @@ def test_advance_cuts_a_buffer_list_after_a_partial_send():
     assert advance([b"ab", b"cd"], 2) == [b"cd"]       # a whole buffer sent: the rest as it was
     assert advance([b"ab"], 2) == [] and advance([], 0) == []
     assert [bytes(b) for b in advance([arr.array("i", [1, 2])], 5)] == [arr.array("i", [1, 2]).tobytes()[5:]]
+
+
+def test_descriptors_the_kernel_will_not_pass_leave_the_channel_open():
+    """A frame whose fd cannot be passed (here a closed one: EBADF; ETOOMANYREFS and
+    ENOMEM alike) is not sent and the channel stays open; received fds are close-on-exec."""
+    a, b = socket.socketpair()
+    got = []
+    rx = Channel(b, got.append, pass_fds=True)
+    tx = Channel(a, lambda m: None)
+    r, w = os.pipe()
+    os.close(w)
+    with pytest.raises(ConnectionError, match="cannot pass file descriptors"):
+        tx.send({"op": "conn"}, fds=[w])
+    assert not tx.closed
+    r2, w2 = os.pipe()
+    tx.send({"op": "conn"}, fds=[w2])
+    tx.send({"op": "after"})
+    while len(got) < 2:
+        rx.poll(1)
+    assert got == [{"op": "conn"}, {"op": "after"}]
+    fd = rx.take_fd()
+    assert not os.get_inheritable(fd)
+    for x in (fd, r, r2, w2):
+        os.close(x)

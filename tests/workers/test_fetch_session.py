@@ -283,3 +283,13 @@ def test_a_moved_session_is_not_kept_when_its_id_is_taken_or_there_is_no_room():
     assert not FetchSessionCache(clock=clock, max_bytes=session_bytes(1)).adopt(moved)
     clock.now += EVICTION_MS + 1                        # stale now: it goes for the newcomer
     assert full.adopt(moved) and list(full.sessions) == [sid]
+
+
+def test_each_worker_gives_out_its_own_session_ids():
+    """A session handed to another worker never meets one of its id there."""
+    from workers.fetch_session import ID_STRIDE
+    caches = [FetchSessionCache(clock=lambda: 0, id_offset=w) for w in range(3)]
+    ids = [{new_session(c) for _ in range(200)} for c in caches]
+    for w, got in enumerate(ids):
+        assert len(got) == 200 and all(0 < i < 2**31 and i % ID_STRIDE == w for i in got)
+    assert not (ids[0] & ids[1]) and not (ids[1] & ids[2])

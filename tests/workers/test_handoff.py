@@ -180,3 +180,23 @@ def test_an_adoption_that_fails_closes_the_socket_and_still_answers(tmp_path):
             cli.close()
             pair.close()
     asyncio.run(run())
+
+
+def test_no_handoff_to_a_stalled_worker_nor_of_a_connection_an_acks0_failure_may_close(tmp_path):
+    async def run():
+        pair = _Pair(tmp_path)
+        conn, srv, cli = _client()
+        h = pair.handoffs[1]
+        try:
+            h.alive = lambda wid: False             # its heartbeat is stale
+            assert not h.move(conn, 2)
+            h.alive = lambda wid: True
+            pair.routers[1].conns[id(conn)] = conn  # it sent a forwarded acks=0 Produce
+            assert not h.move(conn, 2)
+            del pair.routers[1].conns[id(conn)]
+            assert h.move(conn, 2)
+        finally:
+            srv.close()
+            cli.close()
+            pair.close()
+    asyncio.run(run())
