@@ -6,7 +6,10 @@ broker CPU per request (`--requests`).
     .venv/bin/python -m loadtest.bench_forward --requests 6000 [--rate 1500] [--size 100]
 
 One broker per `--tree` (a checkout of this repository; default: this one), each with
-num.workers=2 and `placement.fwd-bench=0` (every partition on worker 0), run side by side.
+num.workers=2 and `placement.fwd-bench=0` (every partition on worker 0), run side by side,
+with `worker.connection.handoff=false` (a tree older than that key warns that it ignores
+it) unless `--handoff`: then a remote producer's connection moves to worker 0 after 24
+requests (workers/handoff.py), and its trial shows what that saves.
 Trials alternate over the brokers; each opens a fresh confluent-kafka producer (own
 client.id), asks the broker which worker its connection landed on (local: worker 0,
 remote: worker 1, every produce forwarded over the mesh), and produces `--mb` MB of
@@ -132,6 +135,10 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=0,
                     help="CPU per request: this many single-record Produce requests a trial")
     ap.add_argument("--rate", type=float, default=1500, help="records/s with --requests")
+    ap.add_argument("--handoff", action="store_true",
+                    help="leave connection hand-off on: a remote producer moves to worker 0 "
+                         "after a few requests (default off: every request of a remote one "
+                         "is forwarded, the hop this measures)")
     args = ap.parse_args(argv)
     if args.rate <= 0:
         ap.error("--rate must be positive")
@@ -142,8 +149,10 @@ def main(argv=None) -> int:
     mb = args.size * count / 1e6
     peers = []
     for i, tree in enumerate(trees):
-        peers.append(TreePeer(make_workdir(f"fwd{i}"), {"num.workers": 2,
-                                                        f"placement.{TOPIC}": 0}, tree))
+        overrides = {"num.workers": 2, f"placement.{TOPIC}": 0}
+        if not args.handoff:
+            overrides["worker.connection.handoff"] = "false"
+        peers.append(TreePeer(make_workdir(f"fwd{i}"), overrides, tree))
     for p in peers:
         p.start()
     res = [{0: [], 1: []} for _ in peers]

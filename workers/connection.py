@@ -111,10 +111,13 @@ INLINE_SLICE_MAX = 32 * 1024
 INLINE_BATCH_MAX = 256 * 1024
 # Responses ready together that the write loop sends as one (`_gather_ready`).
 GATHER_MAX = 64
-# Consecutive Fetches reading only one other worker's partitions before the connection
-# is handed to that worker (workers/handoff.py): a consumer whose Fetches alternate
-# between workers' partitions does not move back and forth.
-MOVE_AFTER = 3
+# A connection is handed to another worker (workers/handoff.py) once its requests that
+# went whole to that worker, one after the other, weigh MOVE_AT: a Fetch FETCH_WEIGHT (3
+# Fetches), a Produce 1 (24 Produce requests: a producer whose requests go to both
+# workers of two at random sends that many to one in a row once in 2**24). A client
+# whose requests alternate between workers does not move back and forth.
+MOVE_AT = 24
+FETCH_WEIGHT = 8
 
 
 class ReadBuffer:
@@ -168,8 +171,8 @@ class _Taken:
 class Connection:
     partial = 0         # bytes of our incomplete frame, counted in the pool's `partial`
     # Hand-off (workers/handoff.py): `on_move(conn, worker)` when the server lets this
-    # connection move; `move_to`/`move_streak`: the one other worker whose partitions
-    # its last `move_streak` Fetches read (`fetched_from`, the Fetch fan-out's note)
+    # connection move; `move_to`/`move_streak`: the one other worker that its last
+    # requests went to whole, and their weight (`fetched_from`, `produced_to`)
     on_move: Callable | None = None
     move_to = -1
     move_streak = 0
@@ -273,7 +276,7 @@ class Connection:
         # on uvloop); it is removed whenever the loop waits for something else
         # (`_stop_reading`), as a level-triggered callback nobody waits on would fire
         # on every loop iteration while unread bytes are there.
-        if self.move_streak >= MOVE_AFTER and self._move():
+        if self.move_streak >= MOVE_AT and self._move():
             return      # handed to another worker: the read loop ends
         if not self._reading:
             self.loop.add_reader(self.fd, self._on_readable)
@@ -290,6 +293,15 @@ class Connection:
         `keys` ((topic, partition) pairs); the Fetch fan-out tells
         (workers/handlers/fetch/fanout.py)."""
         self.move_keys = keys
+        if worker == self.move_to:
+            self.move_streak += FETCH_WEIGHT
+        else:
+            self.move_to, self.move_streak = worker, FETCH_WEIGHT
+
+    def produced_to(self, worker: int) -> None:
+        """A Produce of this connection went whole to `worker` (another worker; the
+        router tells, workers/router.py)."""
+        self.move_keys = ()
         if worker == self.move_to:
             self.move_streak += 1
         else:
@@ -559,7 +571,7 @@ class Connection:
             self.wakeup.set()
         else:
             self._release(charged)
-            if self.move_streak >= MOVE_AFTER and self._readable is not None:
+            if self.move_streak >= MOVE_AT and self._readable is not None:
                 self._move()        # the last answer left while the reader waits
 
     def _raw_token(self, frame: memoryview, size: int) -> bool:
@@ -729,7 +741,7 @@ class Connection:
                 return
             finally:
                 self._writing = False
-            if self.move_streak >= MOVE_AFTER and self._readable is not None:
+            if self.move_streak >= MOVE_AT and self._readable is not None:
                 self._move()        # the last answer left while the reader waits
 
     def _gather_ready(self, result: list | None) -> list | None:

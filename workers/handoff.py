@@ -1,18 +1,23 @@
-"""Connection hand-off: a client connection whose Fetches read only another worker's
-partitions moves to that worker (ARCHITECTURE §2, "Connection hand-off").
+"""Connection hand-off: a client connection whose Fetches or Produce requests go only to
+another worker's partitions moves to that worker (ARCHITECTURE §2, "Connection
+hand-off").
 
 The kernel gives a connection to an arbitrary worker (SO_REUSEPORT), its front. A
 consumer's Fetch connection (librdkafka's per-broker connection, a Java consumer's)
 often reads partitions that are all one other worker's; served from the front, each of
 its long polls costs a mesh hop or a published-state copy, and every append to those
-partitions a "state" message to the front. So once `MOVE_AFTER` Fetches in a row
-(workers/connection.py) read only worker W's partitions, the front hands the socket
-itself to W between two requests, and W serves the connection from then on as if it
-had accepted it: its Fetches are local.
+partitions a "state" message to the front. A producer to a topic of one partition (or
+one pinned to a worker) pays a mesh hop per request. So once a connection's requests
+went whole to worker W one after the other, 3 Fetches or 24 Produce requests
+(`MOVE_AT`, workers/connection.py; a producer whose requests spread over the workers at
+random almost never sends 24 in a row to one), the front hands the socket itself to W
+between two requests, and W serves the connection from then on as if it had accepted
+it: those requests are local.
 
 Who moves, and when: only a plaintext connection without SASL (nothing of its security
-state lives in this process but its listener name); only consumer Fetches count, and
-an incremental fetch session (KIP-227: kafka-python's, the Java client's) goes with its
+state lives in this process but its listener name); consumer Fetches and Produce
+requests with acks other than 0 count (a request of another shape ends the streak); an
+incremental fetch session (KIP-227: kafka-python's, the Java client's) goes with its
 connection (`FetchSessionCache.take`/`adopt`: kept by the owner when its id is free
 there and its cache has room, else the client's next incremental Fetch is answered
 FETCH_SESSION_ID_NOT_FOUND and it starts a new session, as after an eviction); only

@@ -716,9 +716,19 @@ class Router:
         if spec is None:            # per marker, then per partition (WriteTxnMarkers)
             return self._route_markers(ctx, req, handle)
         parts = split_partitions(req, spec, self.owner)
+        produce = ctx.api_key == api_keys.PRODUCE
+        if produce:
+            conn = ctx.connection
+            if conn is not None and conn.on_move is not None:
+                # a producer that moves to the worker its requests go to whole
+                # (workers/handoff.py); an acks=0 one stays (its failure closes it here)
+                if len(parts) == 1 and self.me not in parts and req.get("acks") != 0:
+                    conn.produced_to(next(iter(parts)))
+                elif conn.move_streak:
+                    conn.move_streak = 0
         if not parts or set(parts) == {self.me}:
             return handle(self.broker, ctx, req)
-        oneway = ctx.api_key == api_keys.PRODUCE and req.get("acks") == 0
+        oneway = produce and req.get("acks") == 0
         results = self._spread(ctx, handle, parts, oneway)
         if oneway:
             return None

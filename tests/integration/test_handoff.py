@@ -2,7 +2,8 @@
 confluent-kafka consumers: a consumer whose partitions are all one worker's ends up
 served by that worker, whichever worker the kernel gave its connection to, and reads
 every record, in order, byte for byte, across the move; a kafka-python consumer's
-incremental fetch session moves with it. With
+incremental fetch session moves with it; producers of a one-partition topic move to
+its owner and lose nothing. With
 `worker.connection.handoff=false` connections stay where they landed.
 
 Connections land on the workers by hash (SO_REUSEPORT), so each test opens several
@@ -12,6 +13,7 @@ partitions with probability 1/2, so with CONSUMERS of them one does but once in 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pytest
@@ -171,3 +173,38 @@ def test_connections_stay_where_they_landed_when_handoff_is_off(two_workers):  #
     finally:
         for t in tails:
             t.close()
+
+
+def test_producers_to_one_workers_partition_move_there_and_lose_nothing(two_workers):  # noqa: F811
+    """Producers of a one-partition topic: those that landed on the other worker are
+    handed to the owner after 24 requests (one record each: linger.ms=0, acks=1, one
+    in flight), and every record is stored once, in each producer's order."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    metrics_port = h.free_port()
+    b = two_workers({"metrics.listener": f"http://127.0.0.1:{metrics_port}"})
+    topic = h.create_topic(b.bootstrap, f"hop-{uuid.uuid4().hex[:8]}", 1)
+    w = owners(show(b), topic)[0]
+    producers = [Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "acks": "1",
+                           "max.in.flight": 1, "client.id": f"hop-{k}"})
+                 for k in range(CONSUMERS)]
+    sent = {k: [f"{k}:{i}".encode() for i in range(60)] for k in range(CONSUMERS)}
+    for i in range(60):
+        for k, p in enumerate(producers):
+            p.produce(topic, sent[k][i], partition=0)
+        for p in producers:
+            assert p.flush(30) == 0
+    handed = _per_worker(metrics_port, "mpbroker_worker_connections_handed_over_total")
+    taken = _per_worker(metrics_port, "mpbroker_worker_connections_taken_over_total")
+    assert handed.get(str(w), 0) == 0 and handed.get(str(1 - w), 0) >= 1
+    assert taken.get(str(w), 0) == handed[str(1 - w)]
+    c = Consumer({**h.common_conf(b.bootstrap), "group.id": f"hop-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: dict[int, list[bytes]] = {k: [] for k in range(CONSUMERS)}
+    deadline = time.monotonic() + 60
+    while sum(map(len, got.values())) < 60 * CONSUMERS and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            got[int(m.value().split(b":")[0])].append(m.value())
+    c.close()
+    assert got == sent

@@ -1109,7 +1109,8 @@ def test_a_connection_moves_once_its_streak_is_reached_and_nothing_of_it_is_here
     only when nothing is in flight: the held answer goes out first, in order; the moved
     connection lets go of the socket without shutting it down, so whoever took it
     serves the client's next bytes; `abort` of a moved connection does nothing."""
-    from workers.connection import MOVE_AFTER
+    from workers.connection import FETCH_WEIGHT, MOVE_AT
+    MOVE_AFTER = MOVE_AT // FETCH_WEIGHT        # Fetches
 
     async def test(a, b):
         disp = Moving(held=MOVE_AFTER - 1)
@@ -1121,7 +1122,7 @@ def test_a_connection_moves_once_its_streak_is_reached_and_nothing_of_it_is_here
             assert (await read_frame(b)) == struct.pack(">i", cid)
         b.sendall(request(MOVE_AFTER - 1))              # held: its answer comes later
         await until(lambda: disp.held is not None and conn._readable is not None)
-        assert conn.move_streak == MOVE_AFTER and moves == []   # in flight: stays
+        assert conn.move_streak == MOVE_AT and moves == []   # in flight: stays
         disp.held.set_result(None)
         assert (await read_frame(b)) == struct.pack(">i", MOVE_AFTER - 1)
         await asyncio.wait_for(task, 5)                 # handed over: this end is done
@@ -1138,7 +1139,8 @@ def test_a_connection_moves_once_its_streak_is_reached_and_nothing_of_it_is_here
 def test_a_connection_with_bytes_of_a_request_or_a_refused_move_stays_and_serves():
     """Half a frame read, a throttle, or an `on_move` that refuses: the connection stays,
     keeps serving, and tries again only after a new streak."""
-    from workers.connection import MOVE_AFTER
+    from workers.connection import FETCH_WEIGHT, MOVE_AT
+    MOVE_AFTER = MOVE_AT // FETCH_WEIGHT        # Fetches
 
     async def test(a, b):
         disp = Moving()
@@ -1152,7 +1154,7 @@ def test_a_connection_with_bytes_of_a_request_or_a_refused_move_stays_and_serves
         b.sendall(last + request(50)[:10])              # a streak, and part of a frame
         assert (await read_frame(b)) == struct.pack(">i", MOVE_AFTER - 1)
         await until(lambda: conn.frames.buffered == 10 and conn._readable is not None)
-        assert moves == [] and conn.move_streak == MOVE_AFTER
+        assert moves == [] and conn.move_streak == MOVE_AT
         b.sendall(request(50)[10:])                     # the frame completes: one more
         assert (await read_frame(b)) == struct.pack(">i", 50)
         await until(lambda: moves)                      # tried: refused

@@ -785,3 +785,48 @@ def test_a_moved_connections_copies_go_unless_another_fetch_here_uses_them(tmp_p
         r._reporter.cancel()
         broker.close()
     asyncio.run(run())
+
+
+def test_a_produce_that_goes_whole_to_another_worker_counts_to_move_its_connection():
+    """workers/handoff.py: a Produce all of whose partitions are one other worker's adds
+    1 to the connection's streak; one with a partition here, or with acks=0 (whose
+    failure closes the connection from here), ends it; a connection that may not move
+    is not counted."""
+    from workers.connection import Connection
+    from workers.scope import PARTITION
+
+    class Conn:
+        on_move = staticmethod(lambda conn, wid: False)
+        move_to, move_streak, move_keys = -1, 0, ()
+        produced_to = Connection.produced_to
+
+    def req(parts, acks=-1):
+        return {"acks": acks, "timeout_ms": 1000, "transactional_id": None, "topic_data": [
+            {"name": "a", "partition_data": [{"index": i, "records": memoryview(bytearray(b"r"))}
+                                             for i in parts]}]}
+
+    async def run():
+        mesh = _Mesh(asyncio.get_running_loop())
+        mesh.link.write_batched = lambda: None
+        ctx = _ctx(K.PRODUCE, 9)
+        ctx.connection = conn = Conn()
+
+        def produce(parts, acks=-1):
+            answer = mesh.router.route(ctx, req(parts, acks), _local, PARTITION)
+            if asyncio.isfuture(answer):
+                answer.cancel()
+        for n in (1, 2, 3):
+            produce([1, 3])                                 # both worker 1's
+            assert (conn.move_to, conn.move_streak) == (1, n)
+        for other in ([0], [0, 1]):
+            produce([1])
+            assert conn.move_streak >= 1
+            produce(other)
+            assert conn.move_streak == 0, other
+        produce([1])
+        produce([3], acks=0)
+        assert conn.move_streak == 0
+        conn.on_move = None
+        produce([1])
+        assert conn.move_streak == 0
+    asyncio.run(run())

@@ -13,6 +13,7 @@ from workers.handlers.fetch import fanout as fanout_mod
 from workers.handlers.fetch import handle as fetch_handle
 from workers.handlers.fetch.fanout import fan_out
 from workers.partition_states import RemoteStates, state_of
+from workers.connection import FETCH_WEIGHT
 from workers.router import PeerGone, Router, _Shape
 
 
@@ -657,7 +658,7 @@ def test_consumer_fetches_of_one_other_workers_partitions_count_to_move(broker):
         remote = fetch_req(0, 0, index=1)
         for n in (1, 2, 3):
             fetch(remote)
-            assert (conn.move_to, conn.move_streak) == (1, n)
+            assert (conn.move_to, conn.move_streak) == (1, n * FETCH_WEIGHT)
             assert conn.move_keys == [(TOPIC, 1)] and conn.move_session == 0
         for other in (fetch_req(0, 0, index=0), two_partitions(), {**remote, "replica_id": 3}):
             fetch(remote)
@@ -666,13 +667,13 @@ def test_consumer_fetches_of_one_other_workers_partitions_count_to_move(broker):
             assert conn.move_streak == 0, other
         fetch({**remote, "session_epoch": 0})           # a new session of partition 1
         sid = conn.move_session
-        assert sid and conn.move_streak == 1
+        assert sid and conn.move_streak == FETCH_WEIGHT
         fetch({**remote, "session_id": sid, "session_epoch": 1,
                "topics": []})                           # incremental: names nothing
-        assert conn.move_streak == 2 and conn.move_keys == [(TOPIC, 1)]
+        assert conn.move_streak == 2 * FETCH_WEIGHT and conn.move_keys == [(TOPIC, 1)]
         assert conn.move_session == sid
         conn.on_move = None
         for _ in range(3):
             fetch(remote)
-        assert conn.move_streak == 2
+        assert conn.move_streak == 2 * FETCH_WEIGHT
     asyncio.run(run())
