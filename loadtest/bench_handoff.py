@@ -91,8 +91,8 @@ def trial(peer, producer, partitions: int, records: int, rate: float) -> dict | 
                   "statistics.interval.ms": 100, "stats_cb": on_stats})
     try:
         c.assign([TopicPartition(TOPIC, q, OFFSET_END) for q in range(partitions)])
-        # its first requests (ListOffsets, then Fetches of 100 ms long polls: MOVE_AFTER
-        # of them and it is handed over if it can be, within a second)
+        # its first requests (ListOffsets, then Fetches of 100 ms long polls: 3 of them
+        # and it is handed over if it can be, within a second)
         fetches0 = fresh(c, stats, "fetches")
         while fresh(c, stats, "fetches") < fetches0 + 15:
             pass

@@ -236,7 +236,7 @@ class Aggregator:
         handed = CounterMetricFamily(
             "mpbroker_worker_connections_handed_over",
             "Client connections this worker handed to the worker owning every partition "
-            "their Fetches read (worker.connection.handoff)", labels=["worker"])
+            "their Fetches or Produce requests name (worker.connection.handoff)", labels=["worker"])
         taken = CounterMetricFamily(
             "mpbroker_worker_connections_taken_over",
             "Client connections another worker handed to this one (worker.connection.handoff)",

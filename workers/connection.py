@@ -116,8 +116,13 @@ GATHER_MAX = 64
 # Fetches), a Produce 1 (24 Produce requests: a producer whose requests go to both
 # workers of two at random sends that many to one in a row once in 2**24). A client
 # whose requests alternate between workers does not move back and forth.
+# Each move of a connection doubles what its next one takes (`move_at`, up to
+# MOVE_AT << MOVE_BACKOFF_MAX): a client whose requests go to one worker for a while,
+# then to another (the Java producer's sticky partitioner sends records without keys to
+# one partition until a batch is full), does not chase them from worker to worker.
 MOVE_AT = 24
 FETCH_WEIGHT = 8
+MOVE_BACKOFF_MAX = 10
 
 
 class ReadBuffer:
@@ -176,7 +181,9 @@ class Connection:
     on_move: Callable | None = None
     move_to = -1
     move_streak = 0
-    move_keys: list = []    # the partitions its last such Fetch read
+    move_at = MOVE_AT       # the streak that moves it (doubled by each move it made)
+    moves = 0               # moves made so far (carried by each hand-off)
+    move_keys: list = []    # the partitions the last Fetch of the streak read
     move_session = 0        # the fetch session of its last Fetch on another's partitions
     moved = False       # handed to another worker: this end only lets go
 
@@ -276,7 +283,7 @@ class Connection:
         # on uvloop); it is removed whenever the loop waits for something else
         # (`_stop_reading`), as a level-triggered callback nobody waits on would fire
         # on every loop iteration while unread bytes are there.
-        if self.move_streak >= MOVE_AT and self._move():
+        if self.move_streak >= self.move_at and self._move():
             return      # handed to another worker: the read loop ends
         if not self._reading:
             self.loop.add_reader(self.fd, self._on_readable)
@@ -287,6 +294,11 @@ class Connection:
             await fut
         finally:
             self._readable = self._waiter = None
+
+    def moved_before(self, moves: int) -> None:
+        """This connection was handed over `moves` times already (workers/handoff.py)."""
+        self.moves = moves
+        self.move_at = MOVE_AT << min(moves, MOVE_BACKOFF_MAX)
 
     def fetched_from(self, worker: int, keys: list = ()) -> None:
         """A Fetch of this connection read only `worker`'s partitions (another worker's),
@@ -301,11 +313,10 @@ class Connection:
     def produced_to(self, worker: int) -> None:
         """A Produce of this connection went whole to `worker` (another worker; the
         router tells, workers/router.py)."""
-        self.move_keys = ()
         if worker == self.move_to:
             self.move_streak += 1
         else:
-            self.move_to, self.move_streak = worker, 1
+            self.move_to, self.move_streak, self.move_keys = worker, 1, ()
 
     def _move(self) -> bool:
         """Hand this connection (and its fetch session) to `move_to` when nothing of it
@@ -571,7 +582,7 @@ class Connection:
             self.wakeup.set()
         else:
             self._release(charged)
-            if self.move_streak >= MOVE_AT and self._readable is not None:
+            if self.move_streak >= self.move_at and self._readable is not None:
                 self._move()        # the last answer left while the reader waits
 
     def _raw_token(self, frame: memoryview, size: int) -> bool:
@@ -741,7 +752,7 @@ class Connection:
                 return
             finally:
                 self._writing = False
-            if self.move_streak >= MOVE_AT and self._readable is not None:
+            if self.move_streak >= self.move_at and self._readable is not None:
                 self._move()        # the last answer left while the reader waits
 
     def _gather_ready(self, result: list | None) -> list | None:

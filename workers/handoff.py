@@ -8,15 +8,19 @@ often reads partitions that are all one other worker's; served from the front, e
 its long polls costs a mesh hop or a published-state copy, and every append to those
 partitions a "state" message to the front. A producer to a topic of one partition (or
 one pinned to a worker) pays a mesh hop per request. So once a connection's requests
-went whole to worker W one after the other, 3 Fetches or 24 Produce requests
-(`MOVE_AT`, workers/connection.py; a producer whose requests spread over the workers at
-random almost never sends 24 in a row to one), the front hands the socket itself to W
-between two requests, and W serves the connection from then on as if it had accepted
-it: those requests are local.
+went whole to worker W one after the other, weighing 24 (`MOVE_AT`, workers/connection.py:
+a Fetch 8, a Produce 1, so 3 Fetches or 24 Produce requests; a producer whose requests
+spread over the workers at random almost never sends 24 in a row to one), the front
+hands the socket itself to W between two requests, and W serves the connection from
+then on as if it had accepted it: those requests are local. Each move doubles the
+streak the connection's next move takes (`Connection.moved_before`): a client whose
+requests go to one worker for a while, then to another (the Java producer's sticky
+partitioner), settles instead of following them.
 
 Who moves, and when: only a plaintext connection without SASL (nothing of its security
 state lives in this process but its listener name); consumer Fetches and Produce
-requests with acks other than 0 count (a request of another shape ends the streak); an
+requests with acks other than 0 count (a Fetch or Produce of another shape ends the
+streak; other requests, Metadata or a coordinator's, leave it as it is); an
 incremental fetch session (KIP-227: kafka-python's, the Java client's) goes with its
 connection (`FetchSessionCache.take`/`adopt`: kept by the owner when its id is free
 there and its cache has room, else the client's next incremental Fetch is answered
@@ -36,9 +40,10 @@ consumer here that reads them later asks the owner again.
 Mesh messages (workers/router.py hands them here):
 
     front -> owner  {"op": "conn", "id", "listener", "principal", "host", "client_id",
-                     "metered", "bytes_in", "bytes_out", "session"}   the socket's fd
-                    rides on the frame (SCM_RIGHTS; the mesh channels take file
-                    descriptors); "session": its FetchSession (pickled) or None
+                     "metered", "bytes_in", "bytes_out", "session", "moves"}   the
+                    socket's fd rides on the frame (SCM_RIGHTS; the mesh channels take
+                    file descriptors); "session": its FetchSession (pickled) or None;
+                    "moves": how many hand-offs it has made, this one included
     owner -> front  {"op": "adopted", "id"}   the owner counted the connection
 
 Connection quotas (workers/connection_quotas.py): the owner counts the connection
@@ -103,7 +108,8 @@ class Handoff:
                "principal": conn.principal, "host": conn.client_host,
                "client_id": conn.__dict__.get("client_id"),
                "metered": "metered" in conn.__dict__,
-               "bytes_in": conn.bytes_in, "bytes_out": conn.bytes_out, "session": session}
+               "bytes_in": conn.bytes_in, "bytes_out": conn.bytes_out, "session": session,
+               "moves": conn.moves + 1}
         try:
             link.send(msg, fds=[conn.fd])
         except (ConnectionError, OSError) as e:
@@ -122,7 +128,7 @@ class Handoff:
             router.forget_states(wid, conn.move_keys)
         except Exception:       # a bug of ours: the copies go with the next sweep
             log.exception("after handing %s to worker %d", conn.client_host, wid)
-        log.debug("handed %s to worker %d: its Fetches read that worker's partitions",
+        log.debug("handed %s to worker %d: its requests go to that worker's partitions",
                   conn.client_host, wid)
         return True
 

@@ -247,6 +247,7 @@ class WorkerServer:
         conn.bytes_in = msg.get("bytes_in", 0)
         conn.bytes_out = msg.get("bytes_out", 0)
         conn.client_id = msg.get("client_id")      # as the dispatcher notes it
+        conn.moved_before(msg.get("moves", 1))
         self.broker.clients.add(conn)
         if msg.get("metered"):
             conn.metered = True     # counted as created by the front

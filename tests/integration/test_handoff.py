@@ -110,7 +110,7 @@ def test_consumers_move_to_the_owner_of_their_partitions_and_read_everything(two
     other = str(1 - w)
     try:
         # consumers on the other worker hand their connection to `w` after a few
-        # Fetches (MOVE_AFTER, each at most fetch.wait.max.ms on an empty topic)
+        # Fetches (3, each at most fetch.wait.max.ms on an empty topic)
         h.wait_until(lambda: _per_worker(metrics_port, "mpbroker_worker_connections_handed_over_total")
                      .get(other, 0) >= 1, 30, "a connection handed over", b)
         p = h.producer(b.bootstrap, **{"linger.ms": 0})
@@ -160,7 +160,7 @@ def test_connections_stay_where_they_landed_when_handoff_is_off(two_workers):  #
             ws = {x["worker"]: x["purgatory"]["fetch"] for x in show(b, 0.05)["workers"]}
             return all(n >= 1 for n in ws.values())
         h.wait_until(parked_on_both, 30, "long polls parked on both workers", b)
-        # many Fetches later (each consumer's streak far past MOVE_AFTER), still so
+        # many Fetches later (each consumer's streak far past a move's), still so
         def fetches():
             return sum(series(scrape(metrics_port), "kafka_network_requestmetrics_requests_total",
                               request="Fetch").values())
@@ -177,22 +177,26 @@ def test_connections_stay_where_they_landed_when_handoff_is_off(two_workers):  #
 
 def test_producers_to_one_workers_partition_move_there_and_lose_nothing(two_workers):  # noqa: F811
     """Producers of a one-partition topic: those that landed on the other worker are
-    handed to the owner after 24 requests (one record each: linger.ms=0, acks=1, one
-    in flight), and every record is stored once, in each producer's order."""
+    handed to the owner after 24 requests (one or a few records each: linger.ms=0, up
+    to 3 in flight, idempotent), and every record is stored once, in each producer's
+    order, across the move."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     metrics_port = h.free_port()
     b = two_workers({"metrics.listener": f"http://127.0.0.1:{metrics_port}"})
     topic = h.create_topic(b.bootstrap, f"hop-{uuid.uuid4().hex[:8]}", 1)
     w = owners(show(b), topic)[0]
-    producers = [Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "acks": "1",
-                           "max.in.flight": 1, "client.id": f"hop-{k}"})
+    producers = [Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0,
+                           "enable.idempotence": True, "max.in.flight": 5,
+                           "client.id": f"hop-{k}"})
                  for k in range(CONSUMERS)]
-    sent = {k: [f"{k}:{i}".encode() for i in range(60)] for k in range(CONSUMERS)}
-    for i in range(60):
+    sent = {k: [f"{k}:{i}".encode() for i in range(90)] for k in range(CONSUMERS)}
+    for i in range(90):
         for k, p in enumerate(producers):
             p.produce(topic, sent[k][i], partition=0)
-        for p in producers:
-            assert p.flush(30) == 0
+            p.poll(0)
+        if i % 3 == 2:                  # pipelined between flushes
+            for p in producers:
+                assert p.flush(30) == 0
     handed = _per_worker(metrics_port, "mpbroker_worker_connections_handed_over_total")
     taken = _per_worker(metrics_port, "mpbroker_worker_connections_taken_over_total")
     assert handed.get(str(w), 0) == 0 and handed.get(str(1 - w), 0) >= 1
@@ -202,7 +206,7 @@ def test_producers_to_one_workers_partition_move_there_and_lose_nothing(two_work
     c.assign([TopicPartition(topic, 0, 0)])
     got: dict[int, list[bytes]] = {k: [] for k in range(CONSUMERS)}
     deadline = time.monotonic() + 60
-    while sum(map(len, got.values())) < 60 * CONSUMERS and time.monotonic() < deadline:
+    while sum(map(len, got.values())) < 90 * CONSUMERS and time.monotonic() < deadline:
         m = c.poll(0.2)
         if m is not None and m.error() is None:
             got[int(m.value().split(b":")[0])].append(m.value())

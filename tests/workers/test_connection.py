@@ -1173,3 +1173,26 @@ def test_a_connection_with_bytes_of_a_request_or_a_refused_move_stays_and_serves
         await asyncio.wait_for(task, 5)
         assert not conn.moved
     run(test, uvloop.new_event_loop)
+
+
+def test_the_streak_weighs_fetches_and_produces_and_each_move_doubles_the_next():
+    """A Fetch weighs FETCH_WEIGHT, a Produce 1, together toward MOVE_AT; a request to
+    another worker starts a new streak (and forgets the Fetch's partitions); a
+    connection that moved n times moves again at MOVE_AT << n."""
+    from workers.connection import FETCH_WEIGHT, MOVE_AT, MOVE_BACKOFF_MAX
+
+    async def test(a, b):
+        conn = Connection(a, Answering(), 1 << 20)
+        conn.fetched_from(1, [("t", 0)])
+        conn.fetched_from(1, [("t", 0)])
+        for _ in range(MOVE_AT - 2 * FETCH_WEIGHT):
+            conn.produced_to(1)
+        assert conn.move_streak == MOVE_AT and conn.move_keys == [("t", 0)]
+        conn.produced_to(2)
+        assert (conn.move_to, conn.move_streak, conn.move_keys) == (2, 1, ())
+        assert conn.move_at == MOVE_AT
+        conn.moved_before(2)
+        assert conn.moves == 2 and conn.move_at == MOVE_AT * 4
+        conn.moved_before(99)
+        assert conn.move_at == MOVE_AT << MOVE_BACKOFF_MAX
+    run(test)

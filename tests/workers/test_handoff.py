@@ -93,6 +93,7 @@ def test_the_socket_reaches_the_owner_and_the_quota_moves_once_counted(tmp_path)
             assert (msg["bytes_in"], msg["bytes_out"]) == (300, 7000)
             assert msg["session"].session_id == sid and list(msg["session"].partitions) == [
                 (TOPIC, 0)]
+            assert msg["moves"] == 1            # its first: the owner's next takes twice as long
             # the same connection: what the client sends, the owner reads, and back
             cli.sendall(b"next request")
             sock.settimeout(5)

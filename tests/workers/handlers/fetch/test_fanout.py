@@ -9,11 +9,11 @@ import pytest
 
 from storage.batch import BatchBuilder
 from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx, fetch_req, part_of, produce
+from workers.connection import FETCH_WEIGHT
 from workers.handlers.fetch import fanout as fanout_mod
 from workers.handlers.fetch import handle as fetch_handle
 from workers.handlers.fetch.fanout import fan_out
 from workers.partition_states import RemoteStates, state_of
-from workers.connection import FETCH_WEIGHT
 from workers.router import PeerGone, Router, _Shape
 
 
