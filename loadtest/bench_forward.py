@@ -40,6 +40,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 from loadtest.bench_workers import admin_show, front_of, produce
 from loadtest.peers import MpbrokerPeer, create_topic, delete_topic, make_workdir
@@ -65,11 +66,7 @@ def produce_requests(bootstrap, topic, partitions, size, count, rate, client_id,
     counted, `on_sent` once every record is acknowledged (the broker's CPU is read
     between the two)."""
     from confluent_kafka import Producer
-    stats = {}
-
-    def on_stats(doc):
-        stats["tx"] = sum(b["tx"] for b in json.loads(doc)["brokers"].values()
-                          if b["nodeid"] >= 0)
+    stats, on_stats = tx_stats()
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1",
                   "client.id": client_id, "statistics.interval.ms": 100,
                   "stats_cb": on_stats})
@@ -89,6 +86,17 @@ def produce_requests(bootstrap, topic, partitions, size, count, rate, client_id,
         raise RuntimeError("produce failed: records left undelivered")
     on_sent()
     return fresh_tx(p, stats) - tx0
+
+
+def tx_stats() -> tuple[dict, Callable]:
+    """(stats, stats_cb) for a librdkafka client: `stats["tx"]`, the requests it sent to
+    the brokers (not to the bootstrap address), from each statistics report."""
+    stats = {}
+
+    def on_stats(doc):
+        stats["tx"] = sum(b["tx"] for b in json.loads(doc)["brokers"].values()
+                          if b["nodeid"] >= 0)
+    return stats, on_stats
 
 
 def fresh_tx(p, stats: dict) -> int:

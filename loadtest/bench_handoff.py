@@ -26,13 +26,12 @@ CPU time, unlike wall time, does not grow when other processes take the cores.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 import uuid
 
-from loadtest.bench_forward import broker_cpu_split
+from loadtest.bench_forward import broker_cpu_split, fresh_tx, tx_stats
 from loadtest.bench_workers import admin_show, front_of
 from loadtest.peers import MpbrokerPeer, create_topic, delete_topic, make_workdir
 
@@ -60,31 +59,12 @@ def producer_on_worker_0(peer, tries: int = 40):
     raise RuntimeError(f"no producer connection landed on worker 0 in {tries} tries")
 
 
-def consumer_stats():
-    stats = {}
-
-    def on_stats(doc):
-        stats["fetches"] = sum(b["tx"] for b in json.loads(doc)["brokers"].values()
-                               if b["nodeid"] >= 0)
-    return stats, on_stats
-
-
-def fresh(c, stats: dict, key: str) -> int:
-    stats.clear()
-    deadline = time.monotonic() + 10
-    while key not in stats:
-        if time.monotonic() > deadline:
-            raise RuntimeError("no statistics from librdkafka within 10 s")
-        c.poll(0.05)
-    return stats[key]
-
-
 def trial(peer, producer, partitions: int, records: int, rate: float) -> dict | None:
     """One consumer's trial (module docstring): where it landed, CPU µs per record and
     per Fetch, or None when it could not be classified."""
     from confluent_kafka import OFFSET_END, Consumer, TopicPartition
     cid = f"hoc-{uuid.uuid4().hex[:8]}"
-    stats, on_stats = consumer_stats()
+    stats, on_stats = tx_stats()
     before = handed_over(peer)
     c = Consumer({"bootstrap.servers": peer.bootstrap, "group.id": cid, "client.id": cid,
                   "enable.auto.commit": False, "fetch.wait.max.ms": 100, "fetch.min.bytes": 1,
@@ -93,8 +73,8 @@ def trial(peer, producer, partitions: int, records: int, rate: float) -> dict | 
         c.assign([TopicPartition(TOPIC, q, OFFSET_END) for q in range(partitions)])
         # its first requests (ListOffsets, then Fetches of 100 ms long polls: 3 of them
         # and it is handed over if it can be, within a second)
-        fetches0 = fresh(c, stats, "fetches")
-        while fresh(c, stats, "fetches") < fetches0 + 15:
+        fetches0 = fresh_tx(c, stats)
+        while fresh_tx(c, stats) < fetches0 + 15:
             pass
         moved = handed_over(peer) > before
         # its Fetch connection: the one that sent the most (Fetch requests), not the
@@ -103,7 +83,7 @@ def trial(peer, producer, partitions: int, records: int, rate: float) -> dict | 
         if front is None:
             return None
         landed = 1 if moved else front
-        fetches0 = fresh(c, stats, "fetches")
+        fetches0 = fresh_tx(c, stats)
         cpu0 = sum(broker_cpu_split(peer))
         value = b"x" * 1024
         got = 0
@@ -128,7 +108,7 @@ def trial(peer, producer, partitions: int, records: int, rate: float) -> dict | 
             if m is not None and m.error() is None:
                 got += 1
         cpu = sum(broker_cpu_split(peer)) - cpu0
-        fetches = fresh(c, stats, "fetches") - fetches0
+        fetches = fresh_tx(c, stats) - fetches0
         return {"landed": landed, "moved": moved, "per_record": cpu * 1e6 / records,
                 "per_fetch": cpu * 1e6 / max(fetches, 1), "fetches": fetches}
     finally:

@@ -94,7 +94,7 @@ class WorkerServer:
         self.idle_closed = 0
         # connection hand-off between workers (workers/handoff.py)
         self.handoff = None
-        if router is not None and _flag(cfg.get("worker.connection.handoff", True)):
+        if router is not None and cfg.get("worker.connection.handoff", True):
             self.handoff = router.handoff = Handoff(
                 router, self.adopt, self.quotas.release,
                 getattr(broker, "peer_alive", None) or (lambda wid: True))
@@ -283,10 +283,6 @@ class WorkerServer:
 
     def request_stop(self) -> None:
         self.stopping.set()
-
-
-def _flag(value) -> bool:
-    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
 
 
 def install_uvloop() -> None:

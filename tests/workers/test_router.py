@@ -642,16 +642,24 @@ def test_a_coordinator_key_maps_by_the_topics_whole_partition_count():
     assert r._coordinator_key("__consumer_offsets", group) == ("__consumer_offsets", 2)
 
 
-def test_a_sweep_tells_the_owner_and_wakes_a_fetch_parked_on_the_copy(tmp_path):
-    from tests.workers.test_txn_fetch import TOPIC, MiniBroker
+def _front(tmp_path):
+    """Worker 1's router over a MiniBroker, started in the running loop, with a fake
+    channel to worker 2: (broker, router, that channel)."""
+    from tests.workers.test_txn_fetch import MiniBroker
     from workers.router import Router
+    broker = MiniBroker(tmp_path)
+    broker.requests_served, broker.worker_id = 0, 1
+    r = Router(broker, lambda ctx, body: {})
+    r.start(asyncio.get_running_loop())
+    link = r.peers[2] = _Link()
+    return broker, r, link
+
+
+def test_a_sweep_tells_the_owner_and_wakes_a_fetch_parked_on_the_copy(tmp_path):
+    from tests.workers.test_txn_fetch import TOPIC
 
     async def run():
-        broker = MiniBroker(tmp_path)
-        broker.requests_served, broker.worker_id = 0, 1
-        r = Router(broker, lambda ctx, body: {})
-        r.start(asyncio.get_running_loop())
-        link = r.peers[2] = _Link()
+        broker, r, link = _front(tmp_path)
         checked = []
         broker.fetch_purgatory.on_check = checked.append
         r.states.update(2, [(TOPIC, 5, (1, 1, 0, 0, 9, 9, None)),
@@ -744,31 +752,16 @@ def test_a_moved_connections_copies_go_unless_another_fetch_here_uses_them(tmp_p
     partitions are dropped and their owner told at once, except one a parked Fetch
     watches and one a part in flight subscribes (its answer would bring a copy the
     owner no longer updates); the others' owners' copies are not touched."""
-    from tests.workers.test_txn_fetch import TOPIC, MiniBroker
-    from workers.purgatory import DelayedOperation
-    from workers.router import Router
-
-    class Parked(DelayedOperation):
-        def try_complete(self):
-            return False
-
-        def on_complete(self):
-            pass
-
-        def on_expiration(self):
-            pass
+    from tests.workers.test_purgatory import Op
+    from tests.workers.test_txn_fetch import TOPIC
 
     async def run():
-        broker = MiniBroker(tmp_path)
-        broker.requests_served, broker.worker_id = 0, 1
-        r = Router(broker, lambda ctx, body: {})
-        r.start(asyncio.get_running_loop())
-        link = r.peers[2] = _Link()
+        broker, r, link = _front(tmp_path)
         r.peers[3] = _Link()
         state = (1, 1, 0, 0, 9, 9, None)
         r.states.update(2, [(TOPIC, i, state) for i in (5, 6, 7, 8)], subscribed=True)
         r.states.update(3, [(TOPIC, 9, state)], subscribed=True)
-        broker.fetch_purgatory.try_complete_else_watch(Parked(60_000), [(TOPIC, 6)])
+        broker.fetch_purgatory.try_complete_else_watch(Op(60_000), [(TOPIC, 6)])  # parked
         asking = r.forward(2, types.SimpleNamespace(api_key=1, api_version=12, client_id="c",
                                                     client_host="h"),
                            {"topics": []}, sub_keys=[(TOPIC, 7)])

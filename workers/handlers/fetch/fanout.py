@@ -62,8 +62,8 @@ def fan_out(router, ctx, req, handle):
     # change from one request to the next: not remembered)
     placed = router.placed(reads, remember=epoch <= 0)
     conn = ctx.connection
-    moves = conn is not None and conn.on_move is not None
-    if moves:
+    may_move = conn is not None and conn.on_move is not None
+    if may_move:
         # a connection that moves to the owner of what it reads (workers/handoff.py):
         # its consumer Fetches that read one other worker's partitions count (an
         # incremental one's are its session's: `reads`)
@@ -77,7 +77,7 @@ def fan_out(router, ctx, req, handle):
                                              requested, forgotten,
                                              is_follower=replica_id(req) >= 0,
                                              uses_topic_ids=version >= 13)
-    if moves:
+    if may_move:
         conn.move_session = fctx.session_id         # (0: none) it goes with a move
     if fctx.error_code:
         return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
