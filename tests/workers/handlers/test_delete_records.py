@@ -14,6 +14,7 @@ import types
 
 import pytest
 
+from mpbroker.config import BROKER_CONFIGS
 from mpbroker.protocol.errors import ErrorCode as E
 from storage.batch import BatchBuilder
 from storage.log import Log, LogConfig
@@ -39,6 +40,7 @@ class MiniBroker:
         self.partitions = {}
         self.tmp_path = tmp_path
         self.metadata = types.SimpleNamespace(topics={}, brokers={1: None, 2: None, 3: None})
+        self.config = {k: c.default for k, c in BROKER_CONFIGS.items()}   # a BrokerConfig's defaults
 
     def clock(self):
         return self.clock_ms

@@ -3,7 +3,7 @@ and builds the response (Kafka's ReplicaManager.readFromLog and the response of
 fetchMessages).
 
 `FetchPlan.read_all` reads every partition once: at most `partition_max_bytes` each and
-`max_bytes` in all; the first partition that returns data returns at least one whole
+`max_bytes` in all (capped by the broker's `fetch.max.bytes`); the first partition that returns data returns at least one whole
 batch even if it is larger than the limits (so a big batch can never block a consumer).
 `PartPlan` is one worker's share of a Fetch split across workers (fanout.py); `park`
 puts a plan in the fetch purgatory (DelayedFetch, workers/delayed.py).
@@ -103,9 +103,11 @@ class FetchPlan:
         self.to_magic = convert.fetch_magic(self.version)   # 0/1 for v0-v3, None for v4+
         self.fctx = fctx
         self.unknown_ids = unknown_ids
-        self.max_bytes = req.get("max_bytes", 0x7FFFFFFF)
+        # the broker's fetch.max.bytes caps what a request asks for (KIP-541), followers'
+        # included; v0-v2 ask for no limit. min_bytes cannot be more than that cap.
+        self.max_bytes = min(req.get("max_bytes", 0x7FFFFFFF), broker.config["fetch.max.bytes"])
         self.isolation_level = req.get("isolation_level", 0)
-        self.min_bytes = req["min_bytes"]
+        self.min_bytes = min(req["min_bytes"], self.max_bytes)
         self.max_wait_ms = req["max_wait_ms"]
         self.replica_id = replica_id(req)
 

@@ -203,3 +203,20 @@ def test_a_session_response_remembers_what_it_answered(broker):
     resp = plan.response(plan.read_all()[0])
     assert resp["session_id"] == 7 and len(resp["responses"][0]["partitions"]) == 1
     assert cps[0].last_high_watermark == 0 and cps[0].last_stable_offset == 0
+
+
+def test_the_brokers_fetch_max_bytes_caps_what_a_request_asks_for(broker):
+    for i in (0, 1):
+        produce(broker, i, BatchBuilder().append(b"k", b"v" * 600).build())
+    req = {**fetch_req(0, 0), "min_bytes": 4096, "topics": [{"topic": TOPIC, "partitions": [
+        {"partition": i, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for i in (0, 1)]}]}
+
+    def read():
+        plan = FetchPlan(broker, ctx(1, 11), req, FetchContext([cp(0), cp(1)], None, False), {})
+        return plan, plan.read_all()
+    plan, (_, total, _) = read()
+    assert (plan.max_bytes, plan.min_bytes, total > 1024) == (1 << 20, 4096, True)
+    broker.config["fetch.max.bytes"] = 1024       # KIP-541: the broker's cap wins, min_bytes too
+    plan, (results, total, _) = read()
+    assert (plan.max_bytes, plan.min_bytes) == (1024, 1024)
+    assert results[0][1]["records"] and total <= 1024
