@@ -27,6 +27,7 @@ import sys
 import time
 import uuid
 
+from loadtest.bench.clients import CONSUMER_DEFAULTS
 from loadtest.bench.reqstats import ReqStats, us_per
 from loadtest.bench.report import fmt
 from loadtest.bench.runner import median_of, tree_cpu_s
@@ -104,7 +105,9 @@ def consume(bootstrap: str, topic: str, count: int, extra: dict | None = None,
     c = Consumer(_with_stats({**(extra or {}), "bootstrap.servers": bootstrap,
                               "group.id": f"bench-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
                               "auto.offset.reset": "earliest", "fetch.max.bytes": 52_428_800,
-                              "max.partition.fetch.bytes": 10_485_760}, reqs))
+                              "max.partition.fetch.bytes": 10_485_760,
+                              # no 1 s pause when its 64 MiB queue is full (loadtest/bench/clients.py)
+                              "fetch.queue.backoff.ms": CONSUMER_DEFAULTS["fetch.queue.backoff.ms"]}, reqs))
     try:
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         deadline = time.monotonic() + MEASURE_TIMEOUT_S
