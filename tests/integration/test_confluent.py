@@ -333,6 +333,49 @@ def test_long_poll_wakes_on_produce(broker, make_topic):
     assert received == [b"lp-%d" % i for i in range(6)]
 
 
+def _fetches_to_read(bootstrap, topic, n):
+    """(records read from the start of partition 0, Fetch requests the consumer sent)."""
+    import json
+    seen = []
+    c = consumer(bootstrap, **{"statistics.interval.ms": 100,
+                               "stats_cb": lambda s: seen.append(json.loads(s))})
+    try:
+        assign_from_beginning(c, topic, 1)
+        msgs = consume(c, n)
+        mark = len(seen)
+        wait_until(lambda: c.poll(0.05) is None and len(seen) > mark + 1, T, "statistics after the reads")
+    finally:
+        c.close()
+    fetches = max(sum(b["req"].get("Fetch", 0) for b in st["brokers"].values() if b["nodeid"] >= 0)
+                  for st in seen)
+    return [m.value() for m in msgs], fetches
+
+
+def test_broker_fetch_max_bytes_caps_each_fetch_response(broker, fresh_broker, topic_name):
+    # KIP-541: the broker's fetch.max.bytes bounds a response whatever the consumer asks
+    # (librdkafka's fetch.max.bytes 50 MiB here); one batch bigger than it still comes whole
+    values = [b"%03d" % i + b"x" * 3000 for i in range(40)]
+
+    def load(bootstrap):
+        a = admin(bootstrap)
+        a.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(T)
+        wait_for_topic(bootstrap, topic_name)
+        p = producer(bootstrap, **{"linger.ms": 0, "batch.size": 1})   # a batch per record
+        dt = DeliveryTracker()
+        for v in values:
+            p.produce(topic_name, v, partition=0, on_delivery=dt)
+            p.flush(T)
+        assert not dt.errors and len(dt.delivered) == len(values)
+        return _fetches_to_read(bootstrap, topic_name, len(values))
+
+    got, uncapped = load(broker.bootstrap)
+    assert got == values and uncapped < 10
+    capped_broker = fresh_broker({"fetch.max.bytes": 4096})
+    got, capped = load(capped_broker.bootstrap)
+    assert got == values                  # every record, in order, each batch whole
+    assert capped >= len(values)          # at most one whole batch (3 KiB) per response
+
+
 def _delete_before(bootstrap, topic, offset):
     a = admin(bootstrap)
     tp = TopicPartition(topic, 0, offset)
