@@ -64,10 +64,11 @@ CONSUMER_DEFAULTS = {
     "fetch.max.bytes": 52_428_800,
     "max.partition.fetch.bytes": 10_485_760,
     # librdkafka stops fetching a partition whose local queue is over queued.max.messages.kbytes
-    # (64 MiB) and looks again only after this backoff, 1 s by default: a broker that sends the
-    # 10 MiB per partition asked for fills that queue in three responses and then waited out a
-    # whole second of each catch-up read, one that sends less never did. The Java consumer
-    # OMB's settings come from fetches again as soon as its buffer is read; 20 ms is close.
+    # (64 MiB) or queued.min.messages (100,000 messages) and looks again only after this
+    # backoff, 1 s by default: a broker that sends the 10 MiB per partition asked for fills
+    # the queue in a few responses (in one of 100 B records) and then waited out a whole
+    # second of each catch-up read. The Java consumer OMB's settings come from fetches again
+    # as soon as its buffer is read; 20 ms is close.
     "fetch.queue.backoff.ms": 20,
 }
 

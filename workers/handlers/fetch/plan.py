@@ -3,8 +3,10 @@ and builds the response (Kafka's ReplicaManager.readFromLog and the response of
 fetchMessages).
 
 `FetchPlan.read_all` reads every partition once: at most `partition_max_bytes` each and
-`max_bytes` in all (capped by the broker's `fetch.max.bytes`); the first partition that returns data returns at least one whole
-batch even if it is larger than the limits (so a big batch can never block a consumer).
+`max_bytes` in all (capped by the broker's `fetch.max.bytes`); the first partition that
+returns data returns at least one whole batch even if it is larger than the limits (so a
+big batch can never block a consumer). A Fetch split across workers shares `max_bytes`
+out, and each worker's first partition with data returns a whole batch.
 `PartPlan` is one worker's share of a Fetch split across workers (fanout.py); `park`
 puts a plan in the fetch purgatory (DelayedFetch, workers/delayed.py).
 
