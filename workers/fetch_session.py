@@ -270,14 +270,8 @@ class FetchSessionCache:
         partitions = {}
         for cp in requested:
             partitions[(cp.topic, cp.partition)] = cp
-        size = session_bytes(len(partitions))
-        if size > self.max_bytes:
-            return None
-        if len(self.sessions) >= self.max_sessions and \
-                not self._try_evict(privileged, len(partitions), now):
-            return None
-        if self.bytes + size > self.max_bytes and \
-                not self._make_room(size, privileged, len(partitions), now):
+        size = self._room(len(partitions), privileged, now)
+        if size is None:
             return None
         session = FetchSession(self._new_id(), next_epoch(INITIAL_EPOCH), privileged=privileged,
                                creation_ms=now, uses_topic_ids=uses_topic_ids,
@@ -285,6 +279,21 @@ class FetchSessionCache:
         self.bytes += size
         self._touch(session, now)
         return session
+
+    def _room(self, partitions: int, privileged: bool, now: int) -> int | None:
+        """The bytes of a session of `partitions` partitions once the cache has room for
+        it, by the rules of a new session (a slot and its bytes, evicting by
+        `_try_evict`); None: no room."""
+        size = session_bytes(partitions)
+        if size > self.max_bytes:
+            return None
+        if len(self.sessions) >= self.max_sessions and \
+                not self._try_evict(privileged, partitions, now):
+            return None
+        if self.bytes + size > self.max_bytes and \
+                not self._make_room(size, privileged, partitions, now):
+            return None
+        return size
 
     def _make_room(self, need: int, privileged: bool, size: int, now: int,
                    keep: FetchSession | None = None) -> bool:
@@ -334,15 +343,8 @@ class FetchSessionCache:
         if self.max_sessions <= 0 or session.session_id in self.sessions:
             return False
         now = self._now()
-        n = len(session.partitions)
-        size = session_bytes(n)
-        if size > self.max_bytes:
-            return False
-        if len(self.sessions) >= self.max_sessions and \
-                not self._try_evict(session.privileged, n, now):
-            return False
-        if self.bytes + size > self.max_bytes and \
-                not self._make_room(size, session.privileged, n, now):
+        size = self._room(len(session.partitions), session.privileged, now)
+        if size is None:
             return False
         session.size_bytes = size
         self.bytes += size
