@@ -17,6 +17,7 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_CREATE_TIME
 from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec, ResourceType)
 
+from loadtest.bench.reqstats import ReqStats
 from tests.integration import mixed_records
 from tests.integration.broker import (DeliveryTracker, admin, assign_from_beginning, consume, consumer, flush,
                                       producer, wait_for_topic, wait_until)
@@ -335,20 +336,15 @@ def test_long_poll_wakes_on_produce(broker, make_topic):
 
 def _fetches_to_read(bootstrap, topic, n):
     """(records read from the start of partition 0, Fetch requests the consumer sent)."""
-    import json
-    seen = []
-    c = consumer(bootstrap, **{"statistics.interval.ms": 100,
-                               "stats_cb": lambda s: seen.append(json.loads(s))})
+    reqs = ReqStats(100)        # the benchmarks' count, from librdkafka's statistics
+    c = consumer(bootstrap, **reqs.config())
     try:
         assign_from_beginning(c, topic, 1)
         msgs = consume(c, n)
-        mark = len(seen)
-        wait_until(lambda: c.poll(0.05) is None and len(seen) > mark + 1, T, "statistics after the reads")
+        assert reqs.settle(c.poll, time.time_ns(), timeout_s=T), "no statistics after the reads"
     finally:
         c.close()
-    fetches = max(sum(b["req"].get("Fetch", 0) for b in st["brokers"].values() if b["nodeid"] >= 0)
-                  for st in seen)
-    return [m.value() for m in msgs], fetches
+    return [m.value() for m in msgs], reqs.final()["Fetch"]
 
 
 def test_broker_fetch_max_bytes_caps_each_fetch_response(broker, fresh_broker, topic_name):
