@@ -20,6 +20,11 @@ it published, caught up). Stages: decode, `fan_out` (resolve, place, pass, park,
 the loop's turn that starts the task awaiting the park), the append (to one of this worker's partitions), the wake-up (the check, then the
 pass over what changed, on the loop's next turn), encode.
 
+`--memo`: the same Fetch from a connection, as librdkafka sends it again and again
+(workers/handlers/fetch/memo.py: the connection's memory of its last Fetch). Stages:
+decode, `serve` (the registry's handler: resolve through the memo, read what changed,
+park on it), the append, the wake-up (the check, the read of what changed), encode.
+
 To compare two commits, run it in a checkout of each, the same minute, and compare the
 medians (the machine's noise moves both alike).
 """
@@ -33,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,12 +46,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mpbroker.protocol import codec  # noqa: E402
 from storage.batch import BatchBuilder  # noqa: E402
 from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx  # noqa: E402
+from workers.handlers.fetch import handle as fetch_handle  # noqa: E402
 from workers.handlers.fetch import plan as fetch_plan  # noqa: E402
 from workers.handlers.fetch.fanout import fan_out  # noqa: E402
 
 VERSION = 12                    # topic names (v13+ would look topic ids up)
 STAGES = ("decode", "partitions", "read", "park", "append", "wake", "encode")
 FRONT_STAGES = ("decode", "fan_out", "append", "wake", "encode")
+MEMO_STAGES = ("decode", "serve", "append", "wake", "encode")
 
 
 def fetch_request(broker, partitions: int) -> bytes:
@@ -98,6 +106,31 @@ async def cycles(broker, partitions: int, fetches: int) -> dict[str, list[float]
     return times
 
 
+async def memo_cycles(broker, partitions: int, fetches: int) -> dict[str, list[float]]:
+    batch = BatchBuilder().append(b"k", b"v" * 1024).build()
+    times: dict[str, list[float]] = {s: [] for s in MEMO_STAGES}
+    clock = time.perf_counter
+    context = ctx(1, VERSION)
+    context.connection = types.SimpleNamespace(fetch_memo=None)
+    for i in range(fetches):
+        frame = memoryview(fetch_request(broker, partitions))
+        t0 = clock()
+        req = codec.decode_request(1, VERSION, frame, 0)
+        t1 = clock()
+        future = fetch_handle(broker, context, req)
+        t2 = clock()
+        if not isinstance(future, asyncio.Future) or future.done():
+            raise SystemExit("the fetch did not park: nothing to measure")
+        p = broker.partition(TOPIC, i % partitions)
+        p.append(memoryview(bytearray(batch)))
+        t3 = clock()
+        broker.fetch_purgatory.check_and_complete(p.key)     # what Produce does
+        t4 = clock()
+        codec.encode_response(1, VERSION, future.result())
+        record(times, MEMO_STAGES, (t0, t1, t2, t3, t4, clock()))
+    return times
+
+
 async def front_cycles(broker, partitions: int, fetches: int) -> dict[str, list[float]]:
     from tests.workers.handlers.fetch.test_fanout import FakeRouter
     from workers.partition_states import state_of
@@ -135,12 +168,16 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=50)
     ap.add_argument("--fetches", type=int, default=3000)
-    ap.add_argument("--front", action="store_true",
-                    help="the front of two workers, every odd partition the other's")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--front", action="store_true",
+                      help="the front of two workers, every odd partition the other's")
+    mode.add_argument("--memo", action="store_true",
+                      help="from a connection, through its memory of the last Fetch")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-longpoll-"))
     broker = MiniBroker(tmp, partitions=args.partitions)
-    run, stages = (front_cycles, FRONT_STAGES) if args.front else (cycles, STAGES)
+    run, stages = ((front_cycles, FRONT_STAGES) if args.front else
+                   (memo_cycles, MEMO_STAGES) if args.memo else (cycles, STAGES))
     try:
         times = asyncio.run(run(broker, args.partitions, args.fetches))
     finally:
@@ -148,7 +185,8 @@ def main(argv=None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     total = total_mean = 0.0
     print(f"caught-up long poll over {args.partitions} partitions"
-          f"{', half of them on another worker' if args.front else ''}, {args.fetches} "
+          f"{', half of them on another worker' if args.front else ''}"
+          f"{', through the connection memo' if args.memo else ''}, {args.fetches} "
           f"Fetches, µs per Fetch (median, mean):")
     for stage in stages:
         m, mean = statistics.median(times[stage]) * 1e6, statistics.fmean(times[stage]) * 1e6

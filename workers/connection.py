@@ -186,6 +186,8 @@ class Connection:
     move_keys: list = []    # the partitions the last Fetch of the streak read
     move_session = 0        # the fetch session of its last Fetch on another's partitions
     moved = False       # handed to another worker: this end only lets go
+    # its last sessionless consumer Fetch served here (workers/handlers/fetch/memo.py)
+    fetch_memo = None
 
     def __init__(self, sock: socket.socket, dispatcher, max_request_bytes: int,
                  on_close: Callable[["Connection"], None] | None = None,
@@ -952,6 +954,9 @@ class Connection:
 
     def _close(self) -> None:
         self._gone = True
+        if self.fetch_memo is not None:
+            self.fetch_memo.forget()
+            self.fetch_memo = None
         for _, result, _ in self.pending:   # never sent: their failures are not news
             if type(result) is EncodedLater and result.fut.done():
                 _retrieve(result.fut)

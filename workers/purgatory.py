@@ -34,6 +34,15 @@ those keys are checked or a purge sweeps them: purging runs when more than
 class with ``unwatch_on_complete`` (DelayedFetch, watched on every partition of a
 Fetch) leaves all its watch lists when it completes instead.
 
+Listeners
+---------
+``listen(keys, listener)``: ``listener.checked(key)`` is called at every
+``check_and_complete`` of those keys, before the ops watching it are tried, until
+``unlisten``. A connection's Fetch memory (workers/handlers/fetch/memo.py) learns so
+which partitions it must read again, and wakes its parked Fetch, which waits in the
+purgatory on no watch list (``add_unwatched``: counted and timed, completed by its
+holder).
+
 Concurrency contract
 --------------------
 Single-threaded: a Purgatory, its Timer and its operations belong to one
@@ -136,6 +145,9 @@ class Purgatory:
         # called with each key checked, watched or not (workers/partition_states.py:
         # an owner publishes the changes of its partitions to other workers' fronts)
         self.on_check: Optional[Callable[[Hashable], None]] = None
+        # key -> objects told of every check of it (`listen`): what keeps a memory of
+        # a key's state learns when to forget it (workers/handlers/fetch/memo.py)
+        self._listeners: Dict[Hashable, Dict[object, None]] = {}
 
     # -- adding ------------------------------------------------------------
 
@@ -175,12 +187,55 @@ class Purgatory:
         self.maybe_purge()
         return False
 
+    def add_unwatched(self, op: DelayedOperation) -> None:
+        """Count ``op`` as waiting here and start its timeout, on no watch list: its
+        holder completes it (a listener of its keys, ``listen``). It must not be
+        complete yet."""
+        if op._purgatory is not None:
+            raise ValueError(f"operation already belongs to purgatory {op._purgatory.name}")
+        op._purgatory = self
+        self._pending += 1
+        op._keys = []       # on completion it leaves no watch list (and is not purged)
+        if self.timer_enabled:
+            self.timer.add(op)
+
+    # -- listening ---------------------------------------------------------
+
+    def listen(self, keys: Iterable[Hashable], listener) -> None:
+        """Call ``listener.checked(key)`` at every ``check_and_complete`` of each of
+        ``keys`` (before the ops watching it are tried), until ``unlisten``."""
+        listeners = self._listeners
+        for key in keys:
+            ls = listeners.get(key)
+            if ls is None:
+                listeners[key] = {listener: None}
+            else:
+                ls[listener] = None
+
+    def unlisten(self, keys: Iterable[Hashable], listener) -> None:
+        listeners = self._listeners
+        for key in keys:
+            ls = listeners.get(key)
+            if ls is not None:
+                ls.pop(listener, None)
+                if not ls:
+                    del listeners[key]
+
+    def listening(self, key: Hashable) -> int:
+        """How many listeners ``key`` has."""
+        ls = self._listeners.get(key)
+        return len(ls) if ls else 0
+
     # -- completing --------------------------------------------------------
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try every op watching ``key``; return how many this call completed."""
         if self.on_check is not None:
             self.on_check(key)
+        listeners = self._listeners.get(key)
+        if listeners:
+            for listener in tuple(listeners):
+                listener.checked(key)
         ops = self._watchers.get(key)
         if not ops:
             return 0

@@ -313,3 +313,44 @@ def test_an_op_that_needs_no_recheck_is_tried_once_before_watching(env):
     assert op.tries == 1 and purgatory.watched("a") == 1 and timer.size == 1
     op.ready = True
     assert purgatory.check_and_complete("a") == 1 and op.events == ["complete"]
+
+
+class Listener:
+    def __init__(self, purgatory, log):
+        self.purgatory, self.log = purgatory, log
+
+    def checked(self, key):
+        # the ops watching the key are tried after the listeners
+        self.log.append((key, [op.tries for op in self.purgatory.watching(key)]))
+
+
+def test_listeners_hear_every_check_of_their_keys_until_they_stop(env):
+    clock, timer, purgatory = env
+    log = []
+    listener = Listener(purgatory, log)
+    purgatory.listen(["p0", "p1"], listener)
+    op = Op(100)
+    purgatory.try_complete_else_watch(op, ["p0"])
+    purgatory.check_and_complete("p0")
+    purgatory.check_and_complete("p2")
+    purgatory.check_and_complete("p1")
+    assert log == [("p0", [2]), ("p1", [])]         # tried twice when watched
+    assert op.tries == 3
+    assert purgatory.listening("p0") == 1 and purgatory.listening("p2") == 0
+    purgatory.unlisten(["p0", "p1"], listener)
+    purgatory.check_and_complete("p0")
+    assert len(log) == 2 and purgatory.listening("p0") == 0
+
+
+def test_an_unwatched_op_is_counted_and_timed_on_no_watch_list(env):
+    clock, timer, purgatory = env
+    op, other = Op(10), Op(10)
+    purgatory.add_unwatched(op)
+    assert purgatory.size == 1 and purgatory.watched() == 0 and timer.size == 1
+    with pytest.raises(ValueError):
+        Purgatory("Fetch", timer).add_unwatched(op)
+    tick(timer, clock, 20)
+    assert op.events == ["complete", "expired"] and purgatory.size == 0
+    purgatory.add_unwatched(other)
+    assert other.force_complete() and purgatory.size == 0 and timer.size == 0
+    assert purgatory._completed_in_lists == 0       # nothing left for a purge

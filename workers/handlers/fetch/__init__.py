@@ -17,15 +17,23 @@ With several workers the front splits a Fetch by partition owner and long-polls 
 itself, the other workers' partitions through the state their owners publish
 (`fan_out`, fanout.py; the registry names it as Fetch's partition scope).
 
-Modules: plan.py (the reads and the response), fanout.py (the front's split).
+A sessionless consumer Fetch (librdkafka's: every partition, every time) of v10+ that
+this worker serves whole goes through its connection's memory of the last one
+(memo.py): only the partitions whose entry changed or that were checked since are
+read, and at `min_bytes` 1 it parks on that memory instead of a watch list per
+partition.
+
+Modules: plan.py (the reads and the response), fanout.py (the front's split), memo.py
+(the connection's memory of its last Fetch).
 """
 from __future__ import annotations
 
 from workers.handlers.fetch.fanout import fan_out
-from workers.handlers.fetch.plan import requested_partitions, serve
+from workers.handlers.fetch.memo import resolve
+from workers.handlers.fetch.plan import serve
 
 __all__ = ["handle", "fan_out"]
 
 
 def handle(broker, ctx, req):
-    return serve(broker, ctx, req, *requested_partitions(broker, req, ctx.api_version))
+    return serve(broker, ctx, req, *resolve(broker, ctx, req))

@@ -37,8 +37,8 @@ import asyncio
 
 from storage import convert
 from workers.delayed import DelayedFetch
-from workers.handlers.fetch.plan import (FetchPlan, PartPlan, records_size, replica_id,
-                                         requested_partitions, serve)
+from workers.handlers.fetch.memo import drop, resolve
+from workers.handlers.fetch.plan import FetchPlan, PartPlan, records_size, replica_id, serve
 from workers.payloads import pin_records
 from workers.router import PeerGone, fetch_subrequest
 
@@ -51,7 +51,7 @@ def fan_out(router, ctx, req, handle):
     worker."""
     broker = router.broker
     version = ctx.api_version
-    requested, forgotten, unknown_ids = requested_partitions(broker, req, version)
+    requested, forgotten, unknown_ids, memo = resolve(broker, ctx, req)
     reads = [(cp.topic, cp.partition) for cp in requested]
     epoch = req.get("session_epoch", -1)
     if epoch > 0:
@@ -72,7 +72,8 @@ def fan_out(router, ctx, req, handle):
         else:
             conn.move_streak = 0
     if placed.mine:
-        return serve(broker, ctx, req, requested, forgotten, unknown_ids)
+        return serve(broker, ctx, req, requested, forgotten, unknown_ids, memo)
+    drop(ctx, memo)         # served by parts: the memo would not follow what it answers
     fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
                                              requested, forgotten,
                                              is_follower=replica_id(req) >= 0,

@@ -52,24 +52,28 @@ def requested_partitions(broker, req, version) -> tuple[list[CachedPartition], l
             topic = broker.metadata.topics.get(name)
             topic_id = topic.topic_id if topic else ZERO_UUID
         for p in t["partitions"]:
-            try:        # a decoded v12+ partition has every field: no get() calls
-                cp = CachedPartition(     # positional: the cheapest call, per partition
-                    name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
-                    p["log_start_offset"], p["current_leader_epoch"], -1, -1, -1,
-                    p["last_fetched_epoch"])
-            except KeyError:            # older versions: the fields they lack, defaulted
-                get = p.get
-                cp = CachedPartition(
-                    name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
-                    get("log_start_offset", -1), get("current_leader_epoch", -1), -1, -1, -1,
-                    get("last_fetched_epoch", -1))
-            requested.append(cp)
+            requested.append(cached_partition(name, topic_id, p))
     forgotten = []
     for t in req.get("forgotten_topics_data") or ():
         name = broker.topic_name_for_id(t["topic_id"]) if version >= 13 else t["topic"]
         if name is not None:
             forgotten.extend((name, i) for i in t["partitions"])
     return requested, forgotten, unknown_ids
+
+
+def cached_partition(name: str, topic_id: bytes, p: dict) -> CachedPartition:
+    """The CachedPartition of a request's partition entry `p` of topic `name`."""
+    try:        # a decoded v12+ partition has every field: no get() calls
+        return CachedPartition(     # positional: the cheapest call, per partition
+            name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+            p["log_start_offset"], p["current_leader_epoch"], -1, -1, -1,
+            p["last_fetched_epoch"])
+    except KeyError:            # older versions: the fields they lack, defaulted
+        get = p.get
+        return CachedPartition(
+            name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+            get("log_start_offset", -1), get("current_leader_epoch", -1), -1, -1, -1,
+            get("last_fetched_epoch", -1))
 
 
 def replica_id(req) -> int:
@@ -98,6 +102,8 @@ def _read_slices(slices) -> bytes:
 
 class FetchPlan:
     """One request's partitions, and the logic to read them and build the response."""
+
+    memo = None     # the connection's FetchMemo this request reads through (memo.py)
 
     def __init__(self, broker, ctx, req, fctx, unknown_ids):
         self.broker = broker
@@ -158,6 +164,8 @@ class FetchPlan:
         read now would give, built again), the others are read again. Only the state
         now is trusted, not which partitions were checked meanwhile: several may change
         before the first of their checks completes the Fetch."""
+        if self.memo is not None:       # what was checked since (memo.py)
+            return self.memo.read(self)
         if self.replica_id >= 0 or self.version < convert.ZSTD_MIN_FETCH_VERSION:
             return self.read_all()      # followers' reads move state; old versions read all
         partition = self.broker.partition
@@ -297,22 +305,40 @@ class PartPlan(FetchPlan):
         return results
 
 
-def serve(broker, ctx, req, requested: list, forgotten: list, unknown_ids: dict):
+def serve(broker, ctx, req, requested: list, forgotten: list, unknown_ids: dict, memo=None):
     """A Fetch whose partitions are all this worker's (or that has no router), from its
-    `requested_partitions`: the response now, or a future of it (parked)."""
+    `requested_partitions`: the response now, or a future of it (parked). `memo`: the
+    connection's FetchMemo (memo.py) that `requested` came from, read through and
+    given back (no longer `busy`) once the Fetch is answered."""
     fctx = broker.fetch_sessions.new_context(
         req.get("session_id", 0), req.get("session_epoch", -1), requested, forgotten,
         is_follower=replica_id(req) >= 0, uses_topic_ids=ctx.api_version >= 13)
     plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
     if fctx.error_code:
+        if memo is not None:
+            memo.release()
         return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
                 "responses": []}
-    looked: list = []
-    results, total, any_error = plan.read_all(looked=looked)
+    if memo is not None:
+        plan.memo = memo
+        results, total, any_error = memo.read(plan)
+        looked = None
+    else:
+        looked = []
+        results, total, any_error = plan.read_all(looked=looked)
     if (plan.max_wait_ms <= 0 or not fctx.partitions or total >= plan.min_bytes or any_error
             or unknown_ids):
+        if memo is not None:
+            memo.release()
         return plan.response(results)
-    future, _ = park(plan, results, total, looked)
+    if memo is None:
+        future, _ = park(plan, results, total, looked)
+    elif plan.min_bytes <= 1:
+        future = asyncio.get_running_loop().create_future()
+        memo.park(plan, future)
+    else:           # counted as any Fetch; woken, it reads again through the memo
+        future, _ = park(plan, results, total, memo.looked_in_order())
+        future.add_done_callback(memo.release)
     return future
 
 

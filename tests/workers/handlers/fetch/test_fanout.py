@@ -10,7 +10,7 @@ import pytest
 from storage.batch import BatchBuilder
 from tests.workers.test_txn_fetch import TOPIC, MiniBroker, ctx, fetch_req, part_of, produce
 from workers.connection import FETCH_WEIGHT
-from workers.handlers.fetch import fanout as fanout_mod
+from workers.handlers.fetch import memo as memo_mod
 from workers.handlers.fetch import handle as fetch_handle
 from workers.handlers.fetch.fanout import fan_out
 from workers.partition_states import RemoteStates, state_of
@@ -93,12 +93,12 @@ def test_all_partitions_ours_are_served_here(broker, monkeypatch):
     router = FakeRouter(broker)
     router.owner = lambda topic, partition: 0
     resolved = []
-    real = fanout_mod.requested_partitions
+    real = memo_mod.requested_partitions
 
     def counting(*a):
         resolved.append(a)
         return real(*a)
-    monkeypatch.setattr(fanout_mod, "requested_partitions", counting)
+    monkeypatch.setattr(memo_mod, "requested_partitions", counting)
     resp = fan_out(router, ctx(1, 11), fetch_req(0, 0), never)
     monkeypatch.undo()
     assert resp == fetch_handle(broker, ctx(1, 11), fetch_req(0, 0))
