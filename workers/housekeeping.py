@@ -74,13 +74,16 @@ async def run(worker) -> None:
 
 def housekeep_partition(worker, p, now: int, due: set) -> None:
     """One partition's due jobs; a storage error goes to the worker's handling."""
+    start = p.log.log_start_offset
     try:
         changed = _housekeep_log(p, now, due)
     except (OSError, KafkaStorageError) as e:
         err = e if isinstance(e, KafkaStorageError) else \
             KafkaStorageError.from_os_error(f"housekeeping of {p.log.dir}", e)
         worker.on_storage_error(p, err)
-        return
+        # a job that failed after retention moved the log start (a checkpoint on a
+        # full disk): the change is checked all the same
+        changed = not p.closed and p.log.log_start_offset != start
     if changed:     # fronts hear of the new log start or active segment
         worker.fetch_purgatory.check_and_complete(p.key)
 

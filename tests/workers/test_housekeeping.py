@@ -13,6 +13,7 @@ from workers import housekeeping
 
 class FailingLog:
     dir = "/logs/t-0"
+    log_start_offset = 0
 
     def maybe_flush(self, now):
         raise OSError(errno.EIO, "Input/output error")
@@ -21,7 +22,7 @@ class FailingLog:
 def test_a_failing_housekeeping_job_is_a_storage_error_of_the_partition():
     seen = []
     worker = types.SimpleNamespace(on_storage_error=lambda p, e: seen.append((p, e)))
-    p = types.SimpleNamespace(log=FailingLog())
+    p = types.SimpleNamespace(log=FailingLog(), closed=False)
     housekeeping.housekeep_partition(worker, p, 0, set())
     ((got, err),) = seen
     assert got is p and isinstance(err, KafkaStorageError) and not err.disk_full
@@ -54,6 +55,7 @@ def test_a_segment_ms_roll_checks_the_partitions_fetch_waiters():
     of the new one (and stop reading the old one, which compaction may rewrite)."""
     class Log:
         config = types.SimpleNamespace(delete=False)
+        log_start_offset = 0
         rolls = [False, True]
         maybe_flush = delete_expired_files = lambda self, now: None
 
@@ -100,3 +102,31 @@ def test_cleaner_settings_come_from_the_broker_config(tmp_path):
     assert m.backoff_ms == 700 and m.enabled
     off = housekeeping.cleaner_manager(cfg(tmp_path, **{"log.cleaner.enable": "false"}))
     assert not off.enabled
+
+
+def test_retention_that_moved_the_log_start_before_a_job_failed_is_checked_all_the_same():
+    """A checkpoint that fails on a full disk after retention moved the log start: the
+    storage error goes to the worker, and the partition's key is checked (waiters and
+    memories of its state, workers/handlers/fetch/memo.py, learn of the new start)."""
+    class Log:
+        config = types.SimpleNamespace(delete=True)
+        dir = "/logs/t-0"
+        log_start_offset = 0
+        maybe_flush = maybe_roll = delete_expired_files = lambda self, now: None
+
+        def enforce_retention(self, now):
+            self.log_start_offset = 7
+
+        def checkpoint(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    checked, seen = [], []
+    worker = types.SimpleNamespace(
+        fetch_purgatory=types.SimpleNamespace(check_and_complete=checked.append),
+        on_storage_error=lambda p, e: seen.append(e))
+    p = types.SimpleNamespace(key=("t", 0), log=Log(), _check=lambda: None, closed=False)
+    housekeeping.housekeep_partition(worker, p, 5, {"retention", "checkpoint"})
+    assert len(seen) == 1 and seen[0].disk_full
+    assert checked == [("t", 0)]
+    housekeeping.housekeep_partition(worker, p, 6, {"checkpoint"})   # failing, start still
+    assert len(seen) == 2 and checked == [("t", 0)]

@@ -53,7 +53,8 @@ def delete_on_leader(broker, topic: str, idx: int, offset: int) -> tuple[dict, o
     except serr.StorageError as e:
         res["error_code"] = e.code
         return res, None, -1
-    broker.fetch_purgatory.check_and_complete(p.key)   # waiters re-check their partition
+    finally:    # waiters re-check their partition (its log start may have moved anyway)
+        broker.fetch_purgatory.check_and_complete(p.key)
     res["low_watermark"] = low_watermark(p, alive_brokers(broker))
     return res, p, required
 

@@ -220,3 +220,28 @@ def test_compact_and_delete_policy_allows_deletion(broker):
         p.append(memoryview(b.build()))
         assert only(delete_records.handle(broker, ctx(), request("both", 2))) == (0, 2)
     asyncio.run(main())
+
+
+def test_a_deletion_that_fails_after_moving_the_log_start_still_checks_the_partition(broker):
+    """The log start moved, then deleting the segments below it failed: the error is
+    answered, and the partition's fetch waiters hear of the new start all the same."""
+    from storage import errors as serr
+
+    async def main():
+        p = broker.add("single", replicas=(1,))
+        p.append(records(4))
+        real = p.delete_records_before
+
+        def failing(offset):
+            real(offset)
+            raise serr.KafkaStorageError("deleting segments: EIO")
+        p.delete_records_before = failing
+        seen = []
+
+        class Listener:
+            checked = staticmethod(seen.append)
+        broker.fetch_purgatory.listen([p.key], Listener())
+        code, _ = only(delete_records.handle(broker, ctx(), request("single", 2)))
+        assert code == E.KAFKA_STORAGE_ERROR
+        assert p.log_start_offset == 2 and seen == [p.key]
+    asyncio.run(main())

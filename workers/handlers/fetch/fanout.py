@@ -52,27 +52,31 @@ def fan_out(router, ctx, req, handle):
     broker = router.broker
     version = ctx.api_version
     requested, forgotten, unknown_ids, memo = resolve(broker, ctx, req)
-    reads = [(cp.topic, cp.partition) for cp in requested]
-    epoch = req.get("session_epoch", -1)
-    if epoch > 0:
-        s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
-        if s is not None:
-            reads.extend(s.partitions)
-    # counted for placement balancing, and placed (an incremental Fetch's partitions
-    # change from one request to the next: not remembered)
-    placed = router.placed(reads, remember=epoch <= 0)
-    conn = ctx.connection
-    may_move = conn is not None and conn.on_move is not None
-    if may_move:
-        # a connection that moves to the owner of what it reads (workers/handoff.py):
-        # its consumer Fetches that read one other worker's partitions count (an
-        # incremental one's are its session's: `reads`)
-        if placed.sole is not None and replica_id(req) < 0:
-            conn.fetched_from(placed.sole, reads)
-        else:
-            conn.move_streak = 0
-    if placed.mine:
-        return serve(broker, ctx, req, requested, forgotten, unknown_ids, memo)
+    try:
+        reads = [(cp.topic, cp.partition) for cp in requested]
+        epoch = req.get("session_epoch", -1)
+        if epoch > 0:
+            s = broker.fetch_sessions.sessions.get(req.get("session_id", 0))
+            if s is not None:
+                reads.extend(s.partitions)
+        # counted for placement balancing, and placed (an incremental Fetch's partitions
+        # change from one request to the next: not remembered)
+        placed = router.placed(reads, remember=epoch <= 0)
+        conn = ctx.connection
+        may_move = conn is not None and conn.on_move is not None
+        if may_move:
+            # a connection that moves to the owner of what it reads (workers/handoff.py):
+            # its consumer Fetches that read one other worker's partitions count (an
+            # incremental one's are its session's: `reads`)
+            if placed.sole is not None and replica_id(req) < 0:
+                conn.fetched_from(placed.sole, reads)
+            else:
+                conn.move_streak = 0
+        if placed.mine:
+            return serve(broker, ctx, req, requested, forgotten, unknown_ids, memo)
+    except BaseException:       # the dispatcher answers the failure; the memo goes
+        drop(ctx, memo)
+        raise
     drop(ctx, memo)         # served by parts: the memo would not follow what it answers
     fctx = broker.fetch_sessions.new_context(req.get("session_id", 0), epoch,
                                              requested, forgotten,

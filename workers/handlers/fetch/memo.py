@@ -82,6 +82,14 @@ class FetchMemo:
         if self.parked is not None:
             self.parked.force_complete()
 
+    def discard(self, ctx) -> None:
+        """Its Fetch is not served through it (split across workers, or failed): the
+        connection's next Fetch starts afresh."""
+        self.forget()
+        self.release()
+        if ctx.connection.fetch_memo is self:
+            ctx.connection.fetch_memo = None
+
     def checked(self, key) -> None:
         """The purgatory's check of one of its partitions (Purgatory.listen)."""
         i = self.slot[key]
@@ -168,14 +176,19 @@ class FetchMemo:
         the first time). The results are in the request's order."""
         if self.forgotten:      # a DelayedFetch woken after its connection closed
             return plan.read_all()
+        committed = self.isolation_level == 1
         if self.results is None:
+            # listening from before the read: a check during it (a log dir that fails
+            # under it closes partitions already read) makes its slot stale
+            self.stale = set()
+            self.purgatory.listen(self.keys, self)
             looked: list = []
             results, total, any_error = plan.read_all(looked=looked)
             # the first request's order is the slots'
             self.looked = looked
             self.results = results
-            self.stale = {i for i, (_, data) in enumerate(results) if not caught_up(data)}
-            self.purgatory.listen(self.keys, self)
+            self.stale.update(i for i, (cp, data) in enumerate(results)
+                              if not caught_up(cp, data, committed))
             return results, total, any_error
         slots = self.results
         total, any_error = 0, False
@@ -189,7 +202,7 @@ class FetchMemo:
             for i, r, p in zip(todo, fresh, looked):
                 slots[i] = r
                 was[i] = p
-                if not caught_up(r[1]):
+                if not caught_up(r[0], r[1], committed):
                     stale.add(i)
         return [slots[i] for i in self.order], total, any_error
 
@@ -247,9 +260,14 @@ class Parked(DelayedOperation):
         memo.release()
 
 
-def caught_up(data: dict) -> bool:
-    """An answer a later read gives again while its partition's state is the same."""
-    return not data["records"] and not data["error_code"] and "diverging_epoch" not in data
+def caught_up(cp, data: dict, committed: bool) -> bool:
+    """An answer a later read gives again while its partition's state is the same: no
+    records because there are none past the fetch offset (not because the request's
+    bytes ran out), no error. Such answers are kept and sent again as they are: nothing
+    downstream changes them (quotas empty only the records of answers that have some)."""
+    return (not data["records"] and not data["error_code"] and "diverging_epoch" not in data
+            and cp.fetch_offset == (data["last_stable_offset"] if committed
+                                    else data["high_watermark"]))
 
 
 def resolve(broker, ctx, req) -> tuple[list, list, dict, FetchMemo | None]:
@@ -282,6 +300,4 @@ def resolve(broker, ctx, req) -> tuple[list, list, dict, FetchMemo | None]:
 def drop(ctx, memo: FetchMemo | None) -> None:
     """The Fetch that held `memo` is not served by it (split across workers)."""
     if memo is not None:
-        memo.forget()
-        memo.release()
-        ctx.connection.fetch_memo = None
+        memo.discard(ctx)

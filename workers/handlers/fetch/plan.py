@@ -321,7 +321,11 @@ def serve(broker, ctx, req, requested: list, forgotten: list, unknown_ids: dict,
                 "responses": []}
     if memo is not None:
         plan.memo = memo
-        results, total, any_error = memo.read(plan)
+        try:
+            results, total, any_error = memo.read(plan)
+        except BaseException:       # the dispatcher answers the failure; the memo goes
+            memo.discard(ctx)
+            raise
         looked = None
     else:
         looked = []

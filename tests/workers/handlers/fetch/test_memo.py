@@ -393,3 +393,24 @@ def test_a_larger_min_bytes_fetch_woken_after_its_connection_closed_listens_no_m
         assert fut.done()               # answered (nobody reads it), from a plain read
         assert all(broker.fetch_purgatory.listening((TOPIC, i)) == 0 for i in range(N))
     asyncio.run(run())
+
+
+def test_a_partition_the_bytes_ran_out_for_is_read_again_not_kept(broker):
+    """An answer without records because the request's max_bytes ran out (not because
+    the partition has none) is not a caught-up one: the next Fetch reads it again."""
+    produce(broker, 0, batch(b"a" * 600))
+    produce(broker, 1, batch(b"b" * 600))
+    c = conn()
+    offsets = {i: 0 for i in range(N)}
+    req = request(offsets)
+    req["max_bytes"] = 700          # room for partition 0's batch only
+    first = handle(broker, context(c), req)
+    parts = first["responses"][0]["partitions"]
+    assert parts[0]["records"] and not parts[1]["records"] and parts[1]["high_watermark"] == 1
+    offsets = next_offsets(offsets, {"responses": [{"partitions": parts[:1]}]})
+    req = request(offsets)
+    req["max_bytes"] = 700
+    second = handle(broker, context(c), req)
+    assert c.fetch_memo is not None
+    assert [p["partition_index"] for p in second["responses"][0]["partitions"]
+            if p["records"]] == [1]
