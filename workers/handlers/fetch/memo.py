@@ -21,9 +21,9 @@ same partitions in the same order; any offsets):
   answers (`read`);
 * parks, when it found nothing, without joining a watch list per partition (`Parked`,
   woken by the memo's listening: at `fetch.min.bytes` 1, the first check of a partition
-  whose high watermark, or LSO for read_committed, moved past its answer; with a
-  larger `min_bytes` it parks as any Fetch, DelayedFetch), and reads on wake-up only
-  what was checked since.
+  whose high watermark, or LSO for read_committed, moved past its answer, completing
+  at the loop's next turn, after the step that checked; with a larger `min_bytes` it
+  parks as any Fetch, DelayedFetch), and reads on wake-up only what was checked since.
 
 So a caught-up long poll over many partitions costs, past decoding and encoding, what
 changed, not a pass over every partition. A Fetch of another shape starts a new memo;
@@ -235,14 +235,22 @@ class Parked(DelayedOperation):
         self.future = future
         self.partition = plan.broker.partition
         self.committed = plan.isolation_level == 1
+        self.due = False            # completing at the loop's next turn
 
     def checked(self, i: int, key) -> None:
+        if self.due:
+            return
         p = self.partition(*key)
         answer = self.memo.results[i][1]
         if (p is None or p.closed
                 or (p.last_stable_offset > answer["last_stable_offset"] if self.committed
                     else p.high_watermark != answer["high_watermark"])):
-            self.force_complete()
+            # completed once the step that checked has run to its end: partitions it
+            # changes and checks after this one (a transaction's markers, a metadata
+            # update) are stale by then, and read too (Kafka too completes delayed
+            # operations after the request that triggered them)
+            self.due = True
+            asyncio.get_running_loop().call_soon(self.force_complete)
 
     def try_complete(self) -> bool:
         return False        # never on a watch list: completed by `checked` or expiry

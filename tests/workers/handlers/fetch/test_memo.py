@@ -130,6 +130,7 @@ def test_a_parked_fetch_waits_on_no_watch_list_and_wakes_with_the_record(broker)
         assert broker.fetch_purgatory.size == 1 and broker.fetch_purgatory.watched() == 0
         assert c.fetch_memo.busy
         produce(broker, 5, batch())
+        await asyncio.sleep(0)         # completed at the next turn
         assert fut.done()
         assert lookups.n == 3               # the append's, the wake-up's, the read of 5
         assert broker.fetch_purgatory.size == 0
@@ -190,6 +191,7 @@ def test_read_committed_wakes_when_the_lso_moves_not_before(broker):
         write_txn_markers.apply_markers(broker, [{
             "producer_id": 7, "producer_epoch": 0, "transaction_result": True,
             "topics": [{"name": TOPIC, "partition_indexes": [1]}], "coordinator_epoch": 0}])
+        await asyncio.sleep(0)         # completed at the next turn
         assert fut.done()
         return fut.result()
     resp = asyncio.run(run())
@@ -206,6 +208,7 @@ def test_a_partition_that_goes_away_is_answered_with_its_error(broker):
         fut = handle(broker, context(c), request(offsets, max_wait_ms=60_000))
         broker.partitions.pop((TOPIC, 4))
         broker.fetch_purgatory.check_and_complete((TOPIC, 4))
+        await asyncio.sleep(0)         # completed at the next turn
         assert fut.done()
         return fut.result()
     resp = asyncio.run(run())
@@ -263,6 +266,7 @@ def test_a_fetch_pipelined_behind_a_parked_one_is_served_without_the_memo(broker
         memo = c.fetch_memo
         parked = handle(broker, context(c), request(offsets, max_wait_ms=60_000))
         produce(broker, 2, batch())
+        await asyncio.sleep(0)         # completed at the next turn
         assert parked.done() and not memo.busy
         offsets = next_offsets(first, parked.result())
         parked = handle(broker, context(c), request(offsets, max_wait_ms=60_000))
@@ -273,6 +277,7 @@ def test_a_fetch_pipelined_behind_a_parked_one_is_served_without_the_memo(broker
         assert c.fetch_memo is memo and memo.busy
         assert plain(behind) == plain(handle(broker, context(None), request(offsets)))
         produce(broker, 3, batch())
+        await asyncio.sleep(0)         # completed at the next turn
         assert parked.done() and not memo.busy
         return parked.result()
     resp = asyncio.run(run())
@@ -373,6 +378,7 @@ def test_a_parked_fetch_in_another_order_wakes_with_its_partition(broker):
         handle(broker, context(c), request(offsets))
         fut = handle(broker, context(c), rotated(offsets, 6) | {"max_wait_ms": 60_000})
         produce(broker, 2, batch())
+        await asyncio.sleep(0)         # completed at the next turn
         assert fut.done()
         return fut.result()
     resp = asyncio.run(run())
@@ -414,3 +420,27 @@ def test_a_partition_the_bytes_ran_out_for_is_read_again_not_kept(broker):
     assert c.fetch_memo is not None
     assert [p["partition_index"] for p in second["responses"][0]["partitions"]
             if p["records"]] == [1]
+
+
+def test_a_wake_up_answers_every_partition_the_same_step_changed(broker):
+    """A step that changes two partitions, then checks them one after the other (a
+    transaction's markers, a metadata update): the Fetch woken by the first check
+    completes after the step, and reads both."""
+    c = conn()
+    offsets = {i: 0 for i in range(N)}
+
+    async def run():
+        handle(broker, context(c), request(offsets))
+        fut = handle(broker, context(c), request(offsets, max_wait_ms=60_000))
+        a, b = broker.partition(TOPIC, 2), broker.partition(TOPIC, 6)
+        for p in (a, b):
+            p.append(memoryview(bytearray(batch())))
+        broker.fetch_purgatory.check_and_complete(a.key)
+        assert not fut.done()
+        broker.fetch_purgatory.check_and_complete(b.key)
+        await asyncio.sleep(0)
+        assert fut.done()
+        return fut.result()
+    resp = asyncio.run(run())
+    assert [p["partition_index"] for p in resp["responses"][0]["partitions"]
+            if p["records"]] == [2, 6]
