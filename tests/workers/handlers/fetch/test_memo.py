@@ -68,6 +68,12 @@ def next_offsets(offsets, resp):
     return offsets
 
 
+def parked(broker, c, offsets, max_wait_ms, **kw):
+    """A Fetch that parks on the memo its connection's first Fetch made."""
+    handle(broker, context(c), request(offsets, **kw))      # the memo: every partition read
+    return handle(broker, context(c), request(offsets, max_wait_ms=max_wait_ms, **kw))
+
+
 class Lookups:
     """Counts the broker's partition lookups (what a read costs per partition)."""
 
@@ -146,8 +152,7 @@ def test_a_parked_fetch_answers_at_its_max_wait(broker):
     offsets = {i: 0 for i in range(N)}
 
     async def run():
-        handle(broker, context(c), request(offsets))
-        fut = handle(broker, context(c), request(offsets, max_wait_ms=100))
+        fut = parked(broker, c, offsets, 100)
         broker.clock_ms += 200
         broker.timer.advance_clock(broker.clock_ms)
         assert fut.done()
@@ -165,8 +170,7 @@ def test_a_check_without_bytes_keeps_it_parked_and_its_answer_is_read_again(brok
     offsets = {i: (3 if i == 2 else 0) for i in range(N)}
 
     async def run():
-        handle(broker, context(c), request(offsets))
-        fut = handle(broker, context(c), request(offsets, max_wait_ms=100))
+        fut = parked(broker, c, offsets, 100)
         p = broker.partition(TOPIC, 2)
         p.delete_records_before(2)
         broker.fetch_purgatory.check_and_complete(p.key)
@@ -184,8 +188,7 @@ def test_read_committed_wakes_when_the_lso_moves_not_before(broker):
     offsets = {i: 0 for i in range(N)}
 
     async def run():
-        handle(broker, context(c), request(offsets, isolation=1))
-        fut = handle(broker, context(c), request(offsets, max_wait_ms=60_000, isolation=1))
+        fut = parked(broker, c, offsets, 60_000, isolation=1)
         produce(broker, 1, txn_batch(7, 0, b"open"))         # below no LSO yet
         assert not fut.done()
         write_txn_markers.apply_markers(broker, [{
@@ -204,8 +207,7 @@ def test_a_partition_that_goes_away_is_answered_with_its_error(broker):
     offsets = {i: 0 for i in range(N)}
 
     async def run():
-        handle(broker, context(c), request(offsets))
-        fut = handle(broker, context(c), request(offsets, max_wait_ms=60_000))
+        fut = parked(broker, c, offsets, 60_000)
         broker.partitions.pop((TOPIC, 4))
         broker.fetch_purgatory.check_and_complete((TOPIC, 4))
         await asyncio.sleep(0)         # completed at the next turn
@@ -223,8 +225,7 @@ def test_a_larger_min_bytes_parks_as_any_fetch_and_reads_through_the_memo(broker
     offsets = {i: 0 for i in range(N)}
 
     async def run():
-        handle(broker, context(c), request(offsets))
-        fut = handle(broker, context(c), request(offsets, max_wait_ms=60_000, min_bytes=200))
+        fut = parked(broker, c, offsets, 60_000, min_bytes=200)
         assert broker.fetch_purgatory.watched() == N        # a DelayedFetch
         produce(broker, 6, batch(b"a"))
         await asyncio.sleep(0)
@@ -290,8 +291,7 @@ def test_a_closed_connection_forgets_its_memo(broker):
     offsets = {i: 0 for i in range(N)}
 
     async def run():
-        handle(broker, context(c), request(offsets))
-        fut = handle(broker, context(c), request(offsets, max_wait_ms=60_000))
+        fut = parked(broker, c, offsets, 60_000)
         c.fetch_memo.forget()           # what Connection._close does
         assert fut.cancelled()
         assert broker.fetch_purgatory.size == 0
@@ -392,8 +392,7 @@ def test_a_larger_min_bytes_fetch_woken_after_its_connection_closed_listens_no_m
     offsets = {i: 0 for i in range(N)}
 
     async def run():
-        handle(broker, context(c), request(offsets))
-        fut = handle(broker, context(c), request(offsets, max_wait_ms=60_000, min_bytes=10))
+        fut = parked(broker, c, offsets, 60_000, min_bytes=10)
         c.fetch_memo.forget()           # what Connection._close does
         produce(broker, 1, batch(b"z" * 50))
         assert fut.done()               # answered (nobody reads it), from a plain read
@@ -430,8 +429,7 @@ def test_a_wake_up_answers_every_partition_the_same_step_changed(broker):
     offsets = {i: 0 for i in range(N)}
 
     async def run():
-        handle(broker, context(c), request(offsets))
-        fut = handle(broker, context(c), request(offsets, max_wait_ms=60_000))
+        fut = parked(broker, c, offsets, 60_000)
         a, b = broker.partition(TOPIC, 2), broker.partition(TOPIC, 6)
         for p in (a, b):
             p.append(memoryview(bytearray(batch())))
