@@ -29,11 +29,16 @@ Modules: plan.py (the reads and the response), fanout.py (the front's split), me
 from __future__ import annotations
 
 from workers.handlers.fetch.fanout import fan_out
-from workers.handlers.fetch.memo import resolve
+from workers.handlers.fetch.memo import drop, resolve
 from workers.handlers.fetch.plan import serve
 
 __all__ = ["handle", "fan_out"]
 
 
 def handle(broker, ctx, req):
-    return serve(broker, ctx, req, *resolve(broker, ctx, req))
+    requested, forgotten, unknown_ids, memo = resolve(broker, ctx, req)
+    try:
+        return serve(broker, ctx, req, requested, forgotten, unknown_ids, memo)
+    except BaseException:       # the dispatcher answers the failure; the memo goes
+        drop(ctx, memo)
+        raise

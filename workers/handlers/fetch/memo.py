@@ -47,23 +47,22 @@ class FetchMemo:
     (the request's dicts), `cps`, `results` ((cp, answer)), `looked`; `order`: the
     slots in the current request's order."""
 
-    __slots__ = ("version", "isolation_level", "topic_ids", "entries", "cps", "keys", "slot",
-                 "order", "results", "looked", "stale", "purgatory", "parked", "busy",
-                 "forgotten")
+    __slots__ = ("version", "isolation_level", "req", "topic_ids", "entries", "cps", "keys",
+                 "slot", "order", "results", "looked", "stale", "purgatory", "listening",
+                 "parked", "busy", "forgotten")
 
     def __init__(self, version: int, req: dict, cps: list, purgatory):
+        # the rest is made by the first read (`_start`): a Fetch split across workers
+        # drops its memo before that
         self.version = version
         self.isolation_level = req.get("isolation_level", 0)
-        self.topic_ids = {cp.topic: cp.topic_id for cp in cps}
-        self.entries = [p for t in req["topics"] for p in t["partitions"]]
+        self.req = req
         self.cps = cps
-        self.keys = [(cp.topic, cp.partition) for cp in cps]
-        self.slot = {key: i for i, key in enumerate(self.keys)}
-        self.order = list(range(len(cps)))
-        self.results: list | None = None    # None: not read yet (or forgotten)
+        self.results: list | None = None    # None: not read yet
         self.looked: list = []              # the Partition (or None) each read looked up
         self.stale: set = set()             # the slots the next read reads
         self.purgatory = purgatory          # the fetch purgatory, listened to from the read
+        self.listening = False
         self.parked: Parked | None = None
         self.busy = True                    # a Fetch is using it (not yet answered)
         self.forgotten = False
@@ -75,9 +74,10 @@ class FetchMemo:
     def forget(self) -> None:
         """Stop listening (the memo is no longer used); a Fetch parked on it ends
         unanswered (its connection is gone)."""
-        if self.results is not None:
+        if self.listening:
             self.purgatory.unlisten(self.keys, self)
-            self.results = None
+            self.listening = False
+        self.results = None
         self.forgotten = True
         if self.parked is not None:
             self.parked.force_complete()
@@ -101,14 +101,16 @@ class FetchMemo:
         """This request's CachedPartitions, in its order, if it names the memo's
         partitions, each once (None if not): those of unchanged entries are the
         memo's, the others made anew (and read)."""
-        if version != self.version or req.get("isolation_level", 0) != self.isolation_level:
+        if (self.results is None or version != self.version
+                or req.get("isolation_level", 0) != self.isolation_level):
             return None
         topics = req["topics"]
         entries = self.entries
         n = len(entries)
-        if len(topics) == 1:
+        if len(topics) == 1 and len(self.topic_ids) == 1:
             # librdkafka rotates its partition list from one Fetch to the next: the same
-            # cycle from another start is compared in one C loop over the dicts
+            # cycle from another start is compared in one C loop over the dicts (every
+            # slot is this topic's)
             t = topics[0]
             parts = t["partitions"]
             name = self._topic(broker, t, version)
@@ -178,10 +180,14 @@ class FetchMemo:
             return plan.read_all()
         committed = self.isolation_level == 1
         if self.results is None:
+            if not self._start():       # a partition named twice: not remembered
+                self.forget()
+                return plan.read_all()
             # listening from before the read: a check during it (a log dir that fails
             # under it closes partitions already read) makes its slot stale
             self.stale = set()
             self.purgatory.listen(self.keys, self)
+            self.listening = True
             looked: list = []
             results, total, any_error = plan.read_all(looked=looked)
             # the first request's order is the slots'
@@ -205,6 +211,18 @@ class FetchMemo:
                 if not caught_up(r[0], r[1], committed):
                     stale.add(i)
         return [slots[i] for i in self.order], total, any_error
+
+    def _start(self) -> bool:
+        """The slots, from the Fetch that made the memo (False: it names a partition
+        twice)."""
+        cps = self.cps
+        self.topic_ids = {cp.topic: cp.topic_id for cp in cps}
+        self.entries = [p for t in self.req["topics"] for p in t["partitions"]]
+        self.req = None
+        self.keys = [(cp.topic, cp.partition) for cp in cps]
+        self.slot = {key: i for i, key in enumerate(self.keys)}
+        self.order = list(range(len(cps)))
+        return len(self.slot) == len(cps)
 
     def looked_in_order(self) -> list:
         """The Partitions the reads looked up, in the request's order (as `read_all`'s
@@ -259,13 +277,19 @@ class Parked(DelayedOperation):
         memo, plan, future = self.memo, self.plan, self.future
         memo.parked = None
         self.memo = self.plan = self.future = None
-        if not future.done():
-            if memo.forgotten:              # its connection is gone
-                future.cancel()
-            else:
-                results, _, _ = memo.read(plan)
-                future.set_result(plan.response(results))
-        memo.release()
+        try:
+            if not future.done():
+                if memo.forgotten:              # its connection is gone
+                    future.cancel()
+                else:
+                    results, _, _ = memo.read(plan)
+                    future.set_result(plan.response(results))
+        except Exception as e:      # the dispatcher answers the failure; the memo goes
+            memo.forget()
+            if not future.done():
+                future.set_exception(e)
+        finally:
+            memo.release()
 
 
 def caught_up(cp, data: dict, committed: bool) -> bool:
@@ -284,6 +308,8 @@ def resolve(broker, ctx, req) -> tuple[list, list, dict, FetchMemo | None]:
     version = ctx.api_version
     conn = ctx.connection
     memo = getattr(conn, "fetch_memo", None)
+    if memo is not None and memo.forgotten:     # its last Fetch failed
+        memo = conn.fetch_memo = None
     if (conn is None or version < convert.ZSTD_MIN_FETCH_VERSION
             or req.get("session_epoch", -1) != -1 or req.get("session_id", 0) != 0
             or replica_id(req) >= 0 or (memo is not None and memo.busy)):
@@ -298,10 +324,7 @@ def resolve(broker, ctx, req) -> tuple[list, list, dict, FetchMemo | None]:
     requested, forgotten, unknown_ids = requested_partitions(broker, req, version)
     if unknown_ids or not requested:
         return requested, forgotten, unknown_ids, None
-    memo = FetchMemo(version, req, requested, broker.fetch_purgatory)
-    if len(memo.slot) != len(requested):    # a partition named twice: not remembered
-        return requested, forgotten, unknown_ids, None
-    conn.fetch_memo = memo
+    memo = conn.fetch_memo = FetchMemo(version, req, requested, broker.fetch_purgatory)
     return requested, forgotten, unknown_ids, memo
 
 

@@ -165,7 +165,12 @@ class FetchPlan:
         now is trusted, not which partitions were checked meanwhile: several may change
         before the first of their checks completes the Fetch."""
         if self.memo is not None:       # what was checked since (memo.py)
-            return self.memo.read(self)
+            try:
+                return self.memo.read(self)
+            except BaseException:       # the memo goes (the connection's next Fetch
+                self.memo.forget()      # starts afresh)
+                self.memo.release()
+                raise
         if self.replica_id >= 0 or self.version < convert.ZSTD_MIN_FETCH_VERSION:
             return self.read_all()      # followers' reads move state; old versions read all
         partition = self.broker.partition
@@ -316,16 +321,12 @@ def serve(broker, ctx, req, requested: list, forgotten: list, unknown_ids: dict,
     plan = FetchPlan(broker, ctx, req, fctx, unknown_ids)
     if fctx.error_code:
         if memo is not None:
-            memo.release()
+            memo.discard(ctx)
         return {"throttle_time_ms": 0, "error_code": fctx.error_code, "session_id": 0,
                 "responses": []}
     if memo is not None:
-        plan.memo = memo
-        try:
-            results, total, any_error = memo.read(plan)
-        except BaseException:       # the dispatcher answers the failure; the memo goes
-            memo.discard(ctx)
-            raise
+        plan.memo = memo            # (a failure here: the caller discards the memo)
+        results, total, any_error = memo.read(plan)
         looked = None
     else:
         looked = []

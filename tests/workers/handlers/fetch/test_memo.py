@@ -8,10 +8,12 @@ import types
 import pytest
 
 from storage.batch import BatchBuilder
+from storage.log import Log, LogConfig
 from tests.workers.test_txn_fetch import TOPIC, MiniBroker, produce, txn_batch
 from workers.handlers import write_txn_markers
 from workers.handlers.fetch import handle
 from workers.handlers.fetch.memo import FetchMemo
+from workers.partition import Partition
 
 N = 8
 VERSION = 12
@@ -69,9 +71,16 @@ def next_offsets(offsets, resp):
 
 
 def parked(broker, c, offsets, max_wait_ms, **kw):
-    """A Fetch that parks on the memo its connection's first Fetch made."""
+    """A Fetch that parks on the memo its connection's first Fetch made (at min_bytes
+    1 on no watch list; a larger one as a DelayedFetch on every partition)."""
     handle(broker, context(c), request(offsets, **kw))      # the memo: every partition read
-    return handle(broker, context(c), request(offsets, max_wait_ms=max_wait_ms, **kw))
+    fut = handle(broker, context(c), request(offsets, max_wait_ms=max_wait_ms, **kw))
+    assert not fut.done() and c.fetch_memo.busy
+    if kw.get("min_bytes", 1) <= 1:
+        assert c.fetch_memo.parked is not None and broker.fetch_purgatory.watched() == 0
+    else:
+        assert c.fetch_memo.parked is None and broker.fetch_purgatory.watched() == N
+    return fut
 
 
 class Lookups:
@@ -321,7 +330,11 @@ def test_a_partition_named_twice_is_not_remembered(broker):
     req = request({i: 0 for i in range(N)})
     req["topics"][0]["partitions"].append(dict(req["topics"][0]["partitions"][0]))
     resp = handle(broker, context(c), req)
-    assert c.fetch_memo is None and len(resp["responses"][0]["partitions"]) == N + 1
+    assert len(resp["responses"][0]["partitions"]) == N + 1
+    assert plain(resp) == plain(handle(broker, context(None), req))
+    assert c.fetch_memo.forgotten and broker.fetch_purgatory.listening((TOPIC, 0)) == 0
+    handle(broker, context(c), request({i: 0 for i in range(N)}))
+    assert not c.fetch_memo.forgotten       # the next Fetch starts afresh
 
 
 def rotated(offsets, start):
@@ -442,3 +455,118 @@ def test_a_wake_up_answers_every_partition_the_same_step_changed(broker):
     resp = asyncio.run(run())
     assert [p["partition_index"] for p in resp["responses"][0]["partitions"]
             if p["records"]] == [2, 6]
+
+
+def add_topic(broker, tmp_path, name, partitions, topic_id):
+    for i in range(partitions):
+        log = Log.open(str(tmp_path / f"{name}-{i}"), LogConfig())
+        broker.partitions[(name, i)] = Partition(name, i, topic_id, log)
+    broker.metadata.topics[name] = types.SimpleNamespace(
+        topic_id=topic_id, partitions={i: None for i in range(partitions)})
+
+
+def topics_request(named):
+    """A Fetch of {topic: [partitions]} at offset 0, topics in the given order."""
+    req = request({i: 0 for i in range(N)}, partitions=[])
+    req["topics"] = [{"topic": t, "partitions": [
+        {"partition": i, "current_leader_epoch": -1, "fetch_offset": 0,
+         "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+        for i in parts]} for t, parts in named]
+    return req
+
+
+def test_a_memo_of_two_topics_is_not_taken_for_one_topics_partitions(broker, tmp_path):
+    """Made by a Fetch of t-0 and u-1, the memo is not a Fetch of t-0 and t-1 (the same
+    partition numbers, the same entries): t-1 is read."""
+    add_topic(broker, tmp_path, "u", 2, b"\x02" * 16)
+    c = conn()
+    handle(broker, context(c), topics_request([(TOPIC, [0]), ("u", [1])]))
+    produce(broker, 1, batch(b"t1"))
+    req = topics_request([(TOPIC, [0, 1])])
+    resp = handle(broker, context(c), req)
+    assert [p["partition_index"] for p in resp["responses"][0]["partitions"]
+            if p["records"]] == [1]
+    assert plain(resp) == plain(handle(broker, context(None), req))
+    # a Fetch of both topics, a topic twice in it (librdkafka's rotation can split one)
+    c = conn()
+    handle(broker, context(c), topics_request([(TOPIC, [0, 1]), ("u", [0, 1])]))
+    memo = c.fetch_memo
+    req = topics_request([(TOPIC, [1]), ("u", [0, 1]), (TOPIC, [0])])
+    resp = handle(broker, context(c), req)
+    assert c.fetch_memo is memo
+    assert plain(resp) == plain(handle(broker, context(None), req))
+
+
+def test_a_topic_made_again_under_another_id_is_not_the_one_remembered(broker):
+    c = conn()
+    offsets = {i: 0 for i in range(N)}
+    handle(broker, context(c), request(offsets))
+    first = c.fetch_memo
+    broker.metadata.topics[TOPIC].topic_id = b"\x09" * 16
+    handle(broker, context(c), request(offsets))
+    assert c.fetch_memo is not first and first.forgotten
+    assert broker.fetch_purgatory.listening((TOPIC, 0)) == 1
+
+
+class Failing:
+    """broker.partition that raises for one partition while `on`."""
+
+    def __init__(self, broker, index):
+        self.on, real = False, broker.partition
+
+        def partition(topic, i):
+            if self.on and i == index:
+                raise RuntimeError("a bug in a read")
+            return real(topic, i)
+        broker.partition = partition
+
+
+def test_a_first_read_that_fails_leaves_no_listener_and_no_memo(broker):
+    c = conn()
+    failing = Failing(broker, 3)
+    failing.on = True
+    with pytest.raises(RuntimeError):
+        handle(broker, context(c), request({i: 0 for i in range(N)}))
+    assert c.fetch_memo is None
+    assert all(broker.fetch_purgatory.listening((TOPIC, i)) == 0 for i in range(N))
+    failing.on = False
+    handle(broker, context(c), request({i: 0 for i in range(N)}))
+    assert c.fetch_memo is not None and not c.fetch_memo.busy
+
+
+def test_a_wake_up_that_fails_answers_the_failure_and_the_memo_goes(broker):
+    c = conn()
+    offsets = {i: 0 for i in range(N)}
+    failing = Failing(broker, 3)
+
+    async def run():
+        fut = parked(broker, c, offsets, 60_000)
+        memo = c.fetch_memo
+        produce(broker, 3, batch())
+        failing.on = True
+        await asyncio.sleep(0)
+        failing.on = False
+        assert isinstance(fut.exception(), RuntimeError)
+        assert memo.forgotten and not memo.busy
+        assert all(broker.fetch_purgatory.listening((TOPIC, i)) == 0 for i in range(N))
+        resp = handle(broker, context(c), request(offsets))     # afresh
+        assert c.fetch_memo is not memo
+        return resp
+    resp = asyncio.run(run())
+    assert [p["partition_index"] for p in resp["responses"][0]["partitions"]
+            if p["records"]] == [3]
+
+
+def test_a_connection_closed_between_the_wake_up_and_its_turn(broker):
+    c = conn()
+    offsets = {i: 0 for i in range(N)}
+
+    async def run():
+        fut = parked(broker, c, offsets, 100)
+        produce(broker, 0, batch())         # due at the next turn
+        c.fetch_memo.forget()               # closed first
+        assert fut.cancelled() and broker.fetch_purgatory.size == 0
+        await asyncio.sleep(0)              # the turn comes: nothing more happens
+        broker.clock_ms += 200
+        broker.timer.advance_clock(broker.clock_ms)
+    asyncio.run(run())
