@@ -2,23 +2,25 @@
 `Connection.fetch_memo` by the worker serving the connection; a hand-off starts afresh).
 
 librdkafka fetches without a session (session id 0, epoch -1): each Fetch names every
-partition it reads, and a caught-up consumer's next Fetch names the same partitions at
-the same offsets, except those it just got records from. Of the last such Fetch served
-whole on this worker (`plan.serve`) the memo keeps, partition by partition in request
-order: the entry (the decoded dict), the CachedPartition made of it, the Partition its
-read looked up, and the answer. It listens to the fetch purgatory's checks of those
+partition it reads, and a caught-up consumer's next Fetch names the same partitions
+(its list rotated by one: each Fetch starts one partition further) at the same offsets,
+except those it just got records from. Of the last such Fetch served whole on this
+worker (`plan.serve`) the memo keeps, partition by partition: the entry (the decoded
+dict), the CachedPartition made of it, the Partition its read looked up, and the
+answer. It listens to the fetch purgatory's checks of those
 partitions (`Purgatory.listen`): every change of a partition's offsets, LSO, log start,
 leader epoch or presence is followed by a check of its key, the contract the long
 poll (workers/delayed.py) and the partition states other workers' fronts read
 (workers/partition_states.py) rely on. A partition not checked since its last read
 would answer what it answered.
 
-The next Fetch of the same shape (version, isolation level, the same topics with the
-same partitions in the same order; any offsets):
+The next Fetch of the same shape (version, isolation level, the same partitions, each
+once, in any order; any offsets):
 * makes CachedPartitions only of the entries that differ (`recall`);
 * reads only the partitions whose entry differs, whose last answer was not a caught-up
-  one (no records, no error), or that were checked since; the others keep their last
-  answers (`read`);
+  one (no records because the offset is at the high watermark, or LSO, and no error),
+  or that were checked since; the others keep their last answers (`read`), and the
+  answer follows the request's order;
 * parks, when it found nothing, without joining a watch list per partition (`Parked`,
   woken by the memo's listening: at `fetch.min.bytes` 1, the first check of a partition
   whose high watermark, or LSO for read_committed, moved past its answer, completing
@@ -29,8 +31,9 @@ So a caught-up long poll over many partitions costs, past decoding and encoding,
 changed, not a pass over every partition. A Fetch of another shape starts a new memo;
 a session's, a follower's, one before v10, one with an unknown topic id, one of a
 connection whose memo is in use (a Fetch pipelined behind a parked one) or one split
-across workers is served without it (and the last drops it). A memo no longer used
-stops listening (`forget`: replaced, dropped, or its connection closed).
+across workers is served without it (and the last drops it), and so is one that names
+a partition twice. A memo no longer used stops listening (`forget`: replaced, dropped,
+its Fetch failed, or its connection closed).
 """
 from __future__ import annotations
 
