@@ -328,6 +328,9 @@ def serve(broker, ctx, req, requested: list, forgotten: list, unknown_ids: dict,
         plan.memo = memo            # (a failure here: the caller discards the memo)
         results, total, any_error = memo.read(plan)
         looked = None
+        if memo.forgotten:          # not remembered (a partition named twice): as any
+            memo.release()
+            plan.memo = memo = None
     else:
         looked = []
         results, total, any_error = plan.read_all(looked=looked)

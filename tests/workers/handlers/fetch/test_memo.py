@@ -336,6 +336,16 @@ def test_a_partition_named_twice_is_not_remembered(broker):
     handle(broker, context(c), request({i: 0 for i in range(N)}))
     assert not c.fetch_memo.forgotten       # the next Fetch starts afresh
 
+    async def run():        # parked, it waits as any Fetch and is answered
+        twice = dict(req, max_wait_ms=60_000)
+        fut = handle(broker, context(conn()), twice)
+        assert broker.fetch_purgatory.watched() == N
+        produce(broker, 5, batch())
+        await asyncio.sleep(0)
+        return await fut
+    parts = asyncio.run(run())["responses"][0]["partitions"]
+    assert [p["partition_index"] for p in parts if p["records"]] == [5]
+
 
 def rotated(offsets, start):
     """librdkafka's next Fetch: the same partitions, its list rotated to `start`."""
