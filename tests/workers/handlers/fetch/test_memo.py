@@ -83,6 +83,16 @@ def parked(broker, c, offsets, max_wait_ms, **kw):
     return fut
 
 
+def with_records_of(parts: list) -> list:
+    """The indexes of the partition answers that carry records, in answer order."""
+    return [p["partition_index"] for p in parts if p["records"]]
+
+
+def with_records(resp) -> list:
+    """`with_records_of` a one-topic response."""
+    return with_records_of(resp["responses"][0]["partitions"])
+
+
 class Lookups:
     """Counts the broker's partition lookups (what a read costs per partition)."""
 
@@ -124,7 +134,7 @@ def test_a_caught_up_fetch_reads_only_the_partitions_that_changed(broker):
     lookups.n = 0
     resp = handle(broker, context(c), request(offsets))
     assert lookups.n == 1
-    assert [p["partition_index"] for p in resp["responses"][0]["partitions"] if p["records"]] == [3]
+    assert with_records(resp) == [3]
     lookups.n = 0
     resp = handle(broker, context(c), request(next_offsets(offsets, resp)))
     assert lookups.n == 1                   # the entry that moved, read again
@@ -152,7 +162,7 @@ def test_a_parked_fetch_waits_on_no_watch_list_and_wakes_with_the_record(broker)
         return fut.result()
     resp = asyncio.run(run())
     parts = resp["responses"][0]["partitions"]
-    assert [p["partition_index"] for p in parts if p["records"]] == [5]
+    assert with_records_of(parts) == [5]
     assert len(parts) == N and not c.fetch_memo.busy
 
 
@@ -244,8 +254,7 @@ def test_a_larger_min_bytes_parks_as_any_fetch_and_reads_through_the_memo(broker
         await asyncio.sleep(0)
         return resp
     resp = asyncio.run(run())
-    assert [p["partition_index"] for p in resp["responses"][0]["partitions"]
-            if p["records"]] == [0, 6]
+    assert with_records(resp) == [0, 6]
     assert not c.fetch_memo.busy
     assert plain(resp) == plain(handle(broker, context(None), request(offsets)))
 
@@ -291,8 +300,7 @@ def test_a_fetch_pipelined_behind_a_parked_one_is_served_without_the_memo(broker
         assert parked.done() and not memo.busy
         return parked.result()
     resp = asyncio.run(run())
-    assert [p["partition_index"] for p in resp["responses"][0]["partitions"]
-            if p["records"]] == [3]
+    assert with_records(resp) == [3]
 
 
 def test_a_closed_connection_forgets_its_memo(broker):
@@ -344,7 +352,7 @@ def test_a_partition_named_twice_is_not_remembered(broker):
         await asyncio.sleep(0)
         return await fut
     parts = asyncio.run(run())["responses"][0]["partitions"]
-    assert [p["partition_index"] for p in parts if p["records"]] == [5]
+    assert with_records_of(parts) == [5]
 
 
 def rotated(offsets, start):
@@ -407,7 +415,7 @@ def test_a_parked_fetch_in_another_order_wakes_with_its_partition(broker):
     resp = asyncio.run(run())
     parts = resp["responses"][0]["partitions"]
     assert parts[0]["partition_index"] == 6
-    assert [p["partition_index"] for p in parts if p["records"]] == [2]
+    assert with_records_of(parts) == [2]
 
 
 def test_a_larger_min_bytes_fetch_woken_after_its_connection_closed_listens_no_more(broker):
@@ -440,8 +448,7 @@ def test_a_partition_the_bytes_ran_out_for_is_read_again_not_kept(broker):
     req["max_bytes"] = 700
     second = handle(broker, context(c), req)
     assert c.fetch_memo is not None
-    assert [p["partition_index"] for p in second["responses"][0]["partitions"]
-            if p["records"]] == [1]
+    assert with_records(second) == [1]
 
 
 def test_a_wake_up_answers_every_partition_the_same_step_changed(broker):
@@ -463,8 +470,7 @@ def test_a_wake_up_answers_every_partition_the_same_step_changed(broker):
         assert fut.done()
         return fut.result()
     resp = asyncio.run(run())
-    assert [p["partition_index"] for p in resp["responses"][0]["partitions"]
-            if p["records"]] == [2, 6]
+    assert with_records(resp) == [2, 6]
 
 
 def add_topic(broker, tmp_path, name, partitions, topic_id):
@@ -494,8 +500,7 @@ def test_a_memo_of_two_topics_is_not_taken_for_one_topics_partitions(broker, tmp
     produce(broker, 1, batch(b"t1"))
     req = topics_request([(TOPIC, [0, 1])])
     resp = handle(broker, context(c), req)
-    assert [p["partition_index"] for p in resp["responses"][0]["partitions"]
-            if p["records"]] == [1]
+    assert with_records(resp) == [1]
     assert plain(resp) == plain(handle(broker, context(None), req))
     # a Fetch of both topics, a topic twice in it (librdkafka's rotation can split one)
     c = conn()
@@ -563,8 +568,7 @@ def test_a_wake_up_that_fails_answers_the_failure_and_the_memo_goes(broker):
         assert c.fetch_memo is not memo
         return resp
     resp = asyncio.run(run())
-    assert [p["partition_index"] for p in resp["responses"][0]["partitions"]
-            if p["records"]] == [3]
+    assert with_records(resp) == [3]
 
 
 def test_a_connection_closed_between_the_wake_up_and_its_turn(broker):
